@@ -1,0 +1,36 @@
+# Remote Dispatch: `make run` (the whole service, embedded defaults) and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export FLASK_APP := app:create_app
+
+.PHONY: run test test-fast services openapi bench clean
+
+$(STAMP): requirements.txt setup.cfg setup.py
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -e '.[test]'
+	touch $(STAMP)
+
+## The service with all its processes (web, worker, webhooks, beat). With no DATABASE_URL /
+## CELERY_BROKER_URL it runs embedded: SQLite and kombu's filesystem transport under var/.
+run: $(STAMP)
+	$(BIN)/flask db upgrade
+	$(BIN)/flask dev-key
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -p $${PORT:-8000} web worker webhooks beat
+
+## The whole suite against real Postgres and RabbitMQ (started here if they are down).
+test: $(STAMP) services
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+services:
+	bash tests/ensure_services.sh
+
+openapi: $(STAMP)
+	$(BIN)/flask openapi write openapi.json
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,52 @@
+"""Remote Dispatch web application."""
+from flask import Flask
+
+
+def create_app(overrides=None):
+    """Build the Flask app: config, extensions, blueprints, error handlers, CLI."""
+    from config import settings
+
+    from . import cli, errors, health
+    from .api import api
+    from .dispatch.routes import blp as dispatch_blp
+    from .extensions import celery_init_app, db, migrate
+
+    app = Flask(__name__)
+    app.config.update(settings.load())
+    app.config.update(
+        API_TITLE="Remote Dispatch",
+        API_VERSION="2",
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/",
+        OPENAPI_JSON_PATH="openapi.json",
+        OPENAPI_SWAGGER_UI_PATH="/docs",
+        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+        SQLALCHEMY_ENGINE_OPTIONS=_engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),
+        API_SPEC_OPTIONS={"security": [{"ApiKey": []}]},
+    )
+    app.config.update(overrides or {})
+    app.json.sort_keys = False
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=_migrations_dir())
+    celery_init_app(app)
+    api.init_app(app)
+
+    api.register_blueprint(dispatch_blp)
+    app.register_blueprint(health.blp)
+
+    errors.register(app)
+    cli.register(app)
+    return app
+
+
+def _engine_options(url):
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 30}}
+    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20, "pool_timeout": 5}
+
+
+def _migrations_dir():
+    import os
+
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "migrations")

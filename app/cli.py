@@ -1,0 +1,134 @@
+"""`flask keys ...`: create, list and revoke API keys; `flask openapi write`."""
+import json
+import os
+from datetime import timedelta
+
+import click
+from flask import current_app
+from flask.cli import AppGroup
+from sqlalchemy import func, select
+
+from .crypto import hash_key, new_api_key, new_webhook_secret, seal, unseal
+from .extensions import db
+from .models import ApiKey
+
+keys = AppGroup("keys", help="Manage API keys.")
+
+
+def create_key(name, plan):
+    """Create a key; returns (ApiKey, raw key). The raw key is never stored."""
+    raw = new_api_key()
+    key = ApiKey(name=name, plan=plan, prefix=raw[:10], key_hash=hash_key(raw),
+                 webhook_secret=seal(new_webhook_secret()))
+    db.session.add(key)
+    db.session.commit()
+    return key, raw
+
+
+def _find(ident):
+    stmt = select(ApiKey).where((ApiKey.prefix == ident) | (ApiKey.name == ident))
+    if ident.isdigit():
+        stmt = select(ApiKey).where(ApiKey.id == int(ident))
+    found = db.session.execute(stmt).scalars().all()
+    if len(found) != 1:
+        raise click.ClickException(f"{len(found)} keys match '{ident}'; give the id.")
+    return found[0]
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="Who the key is for.")
+@click.option("--plan", default="free", show_default=True, help="Rate-limit plan.")
+def create(name, plan):
+    """Create a key and print it (it is shown only this once)."""
+    key, raw = create_key(name, plan)
+    click.echo(f"id:             {key.id}")
+    click.echo(f"api key:        {raw}")
+    click.echo(f"webhook secret: {unseal(key.webhook_secret)}")
+    click.echo("Store the API key now: only its hash is kept.", err=True)
+
+
+@keys.command("list")
+def list_keys():
+    """List keys (prefix, plan, state)."""
+    for key in db.session.execute(select(ApiKey).order_by(ApiKey.id)).scalars():
+        state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
+        click.echo(f"{key.id}\t{key.prefix}…\t{key.name}\t{key.plan}\t{state}")
+
+
+@keys.command("revoke")
+@click.argument("ident")
+def revoke(ident):
+    """Revoke a key by id, name or prefix."""
+    key = _find(ident)
+    key.revoked_at = func.now()
+    db.session.commit()
+    click.echo(f"revoked key {key.id} ({key.name})")
+
+
+@keys.command("rotate-webhook-secret")
+@click.argument("ident")
+@click.option("--grace-hours", default=24, show_default=True,
+              help="Hours during which deliveries carry both signatures.")
+def rotate_webhook_secret(ident, grace_hours):
+    """Issue a new webhook signing secret; the old one keeps signing during the grace period."""
+    key = _find(ident)
+    key.previous_webhook_secret = key.webhook_secret
+    key.previous_webhook_secret_expires_at = func.now() + timedelta(hours=grace_hours)
+    key.webhook_secret = seal(new_webhook_secret())
+    db.session.commit()
+    click.echo(f"webhook secret: {unseal(key.webhook_secret)}")
+
+
+@keys.command("webhook-secret")
+@click.argument("ident")
+def show_webhook_secret(ident):
+    """Print a key's current webhook signing secret."""
+    click.echo(unseal(_find(ident).webhook_secret))
+
+
+openapi = AppGroup("openapi", help="The OpenAPI document.")
+
+
+@openapi.command("write")
+@click.argument("path", default="openapi.json")
+def write_openapi(path):
+    """Write the generated OpenAPI document (checked in; a test fails when it drifts)."""
+    with open(path, "w") as fh:
+        fh.write(openapi_document() + "\n")
+    click.echo(f"wrote {path}")
+
+
+def openapi_document():
+    from .api import api
+
+    return json.dumps(api.spec.to_dict(), indent=2, sort_keys=True)
+
+
+@click.command("dev-key")
+@click.option("--port", default=lambda: os.environ.get("PORT", "8000"), show_default="8000")
+def dev_key(port):
+    """Make sure a development key exists (kept in var/dev-api-key) and print how to use it."""
+    path = os.path.join(current_app.config["VAR_DIR"], "dev-api-key")
+    raw = open(path).read().strip() if os.path.exists(path) else None
+    if raw is None or db.session.execute(
+            select(ApiKey.id).where(ApiKey.key_hash == hash_key(raw))).first() is None:
+        _, raw = create_key("dev", "dev")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+            fh.write(raw + "\n")
+    base = f"http://localhost:{port}"
+    click.echo(f"""
+Development API key: {raw}
+
+  curl -s {base}/fast/v2/remote-dispatch -H 'x-api-key: {raw}' -H 'Content-Type: application/json' \\
+       -d '{{"prompt": "answer Hello from Remote Dispatch", "executionMode": "cloud"}}'
+  curl -s {base}/fast/v2/remote-dispatch/responses/<requestId> -H 'x-api-key: {raw}'
+
+API docs: {base}/docs
+""")
+
+
+def register(app):
+    app.cli.add_command(keys)
+    app.cli.add_command(openapi)
+    app.cli.add_command(dev_key)
+

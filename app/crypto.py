@@ -1,0 +1,39 @@
+"""Encryption at rest (Fernet) and API-key hashing."""
+import hashlib
+import json
+import secrets
+
+from cryptography.fernet import Fernet
+from flask import current_app
+
+
+def _fernet():
+    return Fernet(current_app.config["ENCRYPTION_KEY"].encode())
+
+
+def seal(value):
+    """Encrypt a JSON-serialisable value; None stays None."""
+    if value is None:
+        return None
+    return _fernet().encrypt(json.dumps(value).encode()).decode()
+
+
+def unseal(token):
+    if token is None:
+        return None
+    return json.loads(_fernet().decrypt(token.encode()))
+
+
+def hash_key(raw_key):
+    """API keys are 256-bit random tokens, so one SHA-256 is enough (no dictionary to defend)."""
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+def new_api_key():
+    return "rd_" + secrets.token_urlsafe(32)
+
+
+def new_webhook_secret():
+    import base64
+
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()

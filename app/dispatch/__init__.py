@@ -1,0 +1,1 @@
+"""Remote dispatch: submitting tasks and reading their results."""

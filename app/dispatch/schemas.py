@@ -1,0 +1,166 @@
+"""Request and response schemas of the remote-dispatch endpoints."""
+import re
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import jsonschema
+import marshmallow as ma
+from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
+
+EXECUTION_MODES = ("client", "cloud", "cloud_browser")
+CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re.IGNORECASE)
+
+
+class LenientSchema(ma.Schema):
+    """Unknown fields are ignored, as the contract promises."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+
+class AttachmentSchema(LenientSchema):
+    key = fields.String(required=True, validate=validate.Length(min=1))
+
+
+class ResponseFormatSchema(LenientSchema):
+    type = fields.String(required=True, validate=validate.OneOf(
+        ["jsonSchema"], error="type must be 'jsonSchema'."))
+    jsonSchema = fields.Dict(required=True)
+
+    @validates("jsonSchema")
+    def _is_json_schema(self, value, **_):
+        try:
+            jsonschema.validators.validator_for(value).check_schema(value)
+        except jsonschema.SchemaError as exc:
+            raise ValidationError(f"not a valid JSON Schema: {exc.message}") from None
+
+
+class ChatMessageSchema(LenientSchema):
+    role = fields.String(required=True, validate=validate.OneOf(["user", "assistant", "system"]))
+    content = fields.String(required=True)
+
+
+class McpServerSchema(LenientSchema):
+    url = fields.String(required=True, validate=validate.Length(min=1))
+    label = fields.String(allow_none=True)
+    description = fields.String(allow_none=True)
+    authentication = fields.Dict(allow_none=True)
+    selectedTools = fields.List(fields.String(), allow_none=True)
+
+
+class SubmitSchema(LenientSchema):
+    prompt = fields.String(required=True, validate=validate.Length(min=1, error="prompt must not be empty."))
+    browserWindowId = fields.String(allow_none=True)
+    executionMode = fields.String(load_default="client", validate=validate.OneOf(EXECUTION_MODES))
+    clearChat = fields.Boolean(load_default=True)
+    previousRequestId = fields.String(allow_none=True)
+    generateGif = fields.Boolean(load_default=False)
+    responseFormat = fields.Nested(ResponseFormatSchema, allow_none=True)
+    attachments = fields.List(fields.Nested(AttachmentSchema), allow_none=True)
+    timeZone = fields.String(load_default="America/Los_Angeles")
+    mcpServers = fields.List(fields.Nested(McpServerSchema), allow_none=True)
+    secretVariables = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
+    inputVariables = fields.Dict(keys=fields.String(), allow_none=True)
+    chatHistory = fields.List(fields.Nested(ChatMessageSchema), allow_none=True)
+    additionalContext = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
+    reasoningMode = fields.String(allow_none=True)
+    callbackUrl = fields.String(allow_none=True)
+    callbackSecret = fields.String(allow_none=True)
+    callbackHeaders = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
+    wait = fields.Boolean(load_default=False)
+    cloudBrowserSessionName = fields.String(allow_none=True)
+
+    @pre_load
+    def _accept_sdk_aliases(self, data, **_):
+        """Aliases sent by the narada SDK and by older clients (DESIGN.md §5)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "saveScreenshots" in data and "generateGif" not in data:
+            data["generateGif"] = data.pop("saveScreenshots")
+        if data.get("attachment") is not None and not data.get("attachments"):
+            data["attachments"] = [data.pop("attachment")]
+        if data.get("sessionId") is not None and not data.get("browserWindowId"):
+            data["browserWindowId"] = data.pop("sessionId")
+        legacy = data.get("responseFormat")
+        if isinstance(legacy, dict) and legacy.get("type") == "json_schema":
+            spec = legacy.get("json_schema") or {}
+            data["responseFormat"] = {"type": "jsonSchema",
+                                      "jsonSchema": spec.get("schema") if isinstance(spec, dict) else spec}
+        if data.get("timeZone") is None:
+            data.pop("timeZone", None)
+        return data
+
+    @validates("timeZone")
+    def _is_iana_zone(self, value, **_):
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValidationError(f"'{value}' is not an IANA time zone (e.g. Europe/Paris).") from None
+
+    @validates("callbackUrl")
+    def _is_https_url(self, value, **_):
+        if value is None:
+            return
+        parts = urlsplit(value)
+        if parts.scheme != "https" or not parts.hostname:
+            raise ValidationError("callbackUrl must be an https:// URL.")
+
+    @validates("callbackHeaders")
+    def _allowed_headers(self, value, **_):
+        bad = sorted(name for name in (value or {}) if not CALLBACK_HEADER.match(name))
+        if bad:
+            raise ValidationError(
+                f"header(s) {', '.join(repr(b) for b in bad)} not allowed: only Authorization "
+                "and headers starting with x- may be sent.")
+
+    @validates_schema
+    def _client_needs_window(self, data, **_):
+        if data.get("executionMode", "client") == "client" and not data.get("browserWindowId"):
+            raise ValidationError(
+                "browserWindowId is required when executionMode is 'client' "
+                "(or use executionMode 'cloud' or 'cloud_browser').", "browserWindowId")
+
+
+class AcceptedSchema(ma.Schema):
+    requestId = fields.String(required=True)
+
+
+class OutputSchema(ma.Schema):
+    type = fields.String(required=True, metadata={"enum": ["text", "structured"]})
+    content = fields.Raw(required=True)
+
+
+class TraceEntrySchema(ma.Schema):
+    url = fields.String()
+    action = fields.String()
+    credits = fields.Float()
+    startTs = fields.String()
+    endTs = fields.String()
+    durationMs = fields.Integer()
+
+
+class ResponseSchema(ma.Schema):
+    output = fields.Nested(OutputSchema)
+    actionTrace = fields.List(fields.Nested(TraceEntrySchema), allow_none=True)
+    text = fields.String(metadata={"deprecated": True})
+    structuredOutput = fields.Raw(allow_none=True, metadata={"deprecated": True})
+
+
+class UsageSchema(ma.Schema):
+    actions = fields.Integer()
+    credits = fields.Float()
+
+
+class TaskResultSchema(ma.Schema):
+    requestId = fields.String(required=True)
+    status = fields.String(required=True, metadata={"enum": ["pending", "success", "error", "input-required"]})
+    browserWindowId = fields.String(allow_none=True)
+    executionMode = fields.String()
+    response = fields.Nested(ResponseSchema, allow_none=True)
+    createdAt = fields.String(required=True)
+    completedAt = fields.String(allow_none=True)
+    usage = fields.Nested(UsageSchema, allow_none=True)
+    hitlInputMetadata = fields.Dict(allow_none=True)
+    progress = fields.Dict(allow_none=True, metadata={
+        "description": "While pending: the actions taken so far."})

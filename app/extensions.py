@@ -1,0 +1,82 @@
+"""Extension objects, created unbound and initialised by `create_app()`."""
+from celery import Celery, Task
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+db = SQLAlchemy(model_class=Base)
+migrate = Migrate()
+
+TASKS_QUEUE = "tasks"
+WEBHOOKS_QUEUE = "webhooks"
+
+
+def celery_init_app(app):
+    """Bind a Celery app to the Flask app (Flask's examples/celery pattern)."""
+
+    class FlaskTask(Task):
+        def __call__(self, *args, **kwargs):
+            with app.app_context():
+                return self.run(*args, **kwargs)
+
+    broker_url = app.config["BROKER_URL"]
+    celery_app = Celery(app.name, task_cls=FlaskTask, broker=broker_url)
+    celery_app.conf.update(
+        # Explicit read/write URLs: Celery would otherwise prefer $CELERY_BROKER_URL over config.
+        broker_read_url=broker_url,
+        broker_write_url=broker_url,
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=TASKS_QUEUE,
+        task_routes={
+            "workers.run_task": {"queue": TASKS_QUEUE},
+            "workers.*": {"queue": WEBHOOKS_QUEUE},
+        },
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+        broker_transport_options=_transport_options(app, broker_url),
+        beat_schedule_filename=f"{app.config['VAR_DIR']}/celerybeat-schedule",
+        worker_hijack_root_logger=False,
+    )
+    celery_app.set_default()
+    app.extensions["celery"] = celery_app
+    return celery_app
+
+
+def _transport_options(app, broker_url):
+    if broker_url.startswith("filesystem://"):
+        import os
+
+        folder = os.path.join(app.config["VAR_DIR"], "broker")
+        for sub in ("queue", "processed"):
+            os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        return {
+            "data_folder_in": os.path.join(folder, "queue"),
+            "data_folder_out": os.path.join(folder, "queue"),
+            "processed_folder": os.path.join(folder, "processed"),
+            "store_processed": False,
+        }
+    # Publisher confirms: a publish returns only once the broker has the message.
+    return {"confirm_publish": True, "max_retries": 2, "interval_start": 0, "interval_step": 0.5}
+
+
+@event.listens_for(Engine, "connect")
+def _sqlite_pragmas(dbapi_connection, _record):
+    """The embedded SQLite database is shared by several processes: WAL lets them overlap."""
+    import sqlite3
+
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()

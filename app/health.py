@@ -1,0 +1,33 @@
+"""Liveness and readiness probes."""
+from flask import Blueprint, current_app
+from sqlalchemy import text
+
+from .errors import error_response
+from .extensions import db
+
+blp = Blueprint("health", __name__)
+
+
+@blp.get("/healthz")
+def healthz():
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@blp.get("/readyz")
+def readyz():
+    """The database and the broker are reachable."""
+    problems = []
+    try:
+        db.session.execute(text("SELECT 1"))
+    except Exception as exc:
+        db.session.rollback()
+        problems.append(f"database: {exc.__class__.__name__}")
+    try:
+        with current_app.extensions["celery"].connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except Exception as exc:
+        problems.append(f"broker: {exc.__class__.__name__}")
+    if problems:
+        return error_response(503, "Service Unavailable", "Not ready: " + "; ".join(problems))
+    return {"status": "ready"}

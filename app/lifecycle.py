@@ -1,0 +1,113 @@
+"""A task's state machine on its row: claim, lease, progress, pause, finish.
+
+Every transition is a compare-and-swap, so duplicate messages, a crashed worker and a
+racing sweep can never both win: exactly one finaliser ends a task.
+"""
+import logging
+
+from flask import current_app
+from sqlalchemy import and_, or_, select, text, update
+
+from .extensions import db
+from .models import Task, now, now_plus
+
+log = logging.getLogger(__name__)
+
+TERMINAL = ("success", "error")
+
+
+def claim(task_id, owner):
+    """Take the lease on a pending, unleased task; returns the attempt number or None."""
+    lease = current_app.config["LEASE_SECONDS"]
+    row = db.session.execute(
+        update(Task)
+        .where(Task.id == task_id, Task.status == "pending", Task.lease_owner.is_(None))
+        .values(lease_owner=owner, lease_expires_at=now_plus(lease), attempt=Task.attempt + 1,
+                started_at=db.func.coalesce(Task.started_at, now()))
+        .returning(Task.attempt)
+    ).first()
+    db.session.commit()
+    return row[0] if row else None
+
+
+def renew(conn, task_id, owner, lease_seconds):
+    """Extend the lease (runs on the heartbeat thread's own connection); False if it was lost."""
+    result = conn.execute(
+        update(Task)
+        .where(Task.id == task_id, Task.lease_owner == owner, Task.status == "pending")
+        .values(lease_expires_at=now_plus(lease_seconds))
+    )
+    return result.rowcount == 1
+
+
+def record_progress(task_id, owner, trace, usage):
+    """Write the trace so far, so a poll of a pending task shows progress."""
+    db.session.execute(
+        update(Task).where(Task.id == task_id, Task.lease_owner == owner)
+        .values(trace=trace, usage=usage)
+    )
+    db.session.commit()
+
+
+def cancel_requested(task_id):
+    return bool(db.session.execute(
+        select(Task.cancel_requested).where(Task.id == task_id)).scalar())
+
+
+def finish(task_id, status, response, usage, trace=None, error=None, owner=None, **extra):
+    """End or pause a task in one transaction; returns True if this call won.
+
+    `owner` is the lease holder finishing its own run; None means a sweep or a cancel
+    ending a task nobody holds (or whose holder is gone).
+    """
+    condition = [Task.id == task_id, Task.status.in_(("pending", "input-required"))]
+    if owner is not None:
+        condition.append(Task.lease_owner == owner)
+    else:  # only a task nobody holds, or whose holder's lease ran out
+        condition.append(or_(Task.lease_owner.is_(None), Task.lease_expires_at < now()))
+    values = dict(status=status, response=response, usage=usage, error=error,
+                  lease_owner=None, lease_expires_at=None, **extra)
+    if trace is not None:
+        values["trace"] = trace
+    if status in TERMINAL:
+        values.update(completed_at=now(), secrets_sealed=None, hitl=None)
+    won = db.session.execute(
+        update(Task).where(and_(*condition)).values(**values).returning(Task.id)
+    ).first() is not None
+    if not won:
+        db.session.rollback()
+        return False
+    from .webhooks.outbox import add_delivery  # noqa: PLC0415 (outbox belongs to the same transaction)
+
+    delivery_id = add_delivery(db.session.get(Task, task_id), status)
+    _notify(task_id)
+    db.session.commit()
+    if delivery_id:
+        from .webhooks.outbox import publish
+
+        publish(delivery_id)
+    return True
+
+
+def _notify(task_id):
+    """Wake `wait` callers (Postgres LISTEN/NOTIFY); delivered only when the transaction commits."""
+    if db.session.get_bind().dialect.name == "postgresql":
+        db.session.execute(text("SELECT pg_notify('task_finished', :id)"), {"id": task_id})
+
+
+def failure_response(message):
+    """The `response` of a failed task: callers always find `text` and `output`."""
+    return {"output": {"type": "text", "content": message}, "text": message,
+            "structuredOutput": None, "actionTrace": None}
+
+
+def release_for_retry(task_id):
+    """Hand an expired lease back to the queue (sweep); True if released."""
+    released = db.session.execute(
+        update(Task).where(Task.id == task_id, Task.status == "pending",
+                           Task.lease_owner.is_not(None), Task.lease_expires_at < now())
+        .values(lease_owner=None, lease_expires_at=None, dispatched_at=None)
+        .returning(Task.id)
+    ).first() is not None
+    db.session.commit()
+    return released

@@ -1,0 +1,186 @@
+"""Database tables: API keys, tasks, browser windows, webhook deliveries, files, idempotency."""
+import uuid
+from datetime import timezone
+
+from sqlalchemy import (
+    JSON, Boolean, DateTime, ForeignKey, Index, Integer, LargeBinary, String, Text,
+    TypeDecorator, UniqueConstraint, func, literal,
+)
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.sql import expression
+
+from .extensions import db
+
+
+class UtcDateTime(TypeDecorator):
+    """Timezone-aware timestamps, also on SQLite (which stores them naive, in UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+def new_id():
+    return str(uuid.uuid4())
+
+
+def now():
+    """The database clock."""
+    return func.now()
+
+
+class ApiKey(db.Model):
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    plan: Mapped[str] = mapped_column(String(50), default="free")
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # Standard Webhooks signing secret (whsec_...), encrypted at rest; the previous one is
+    # still used to sign until its grace period ends, so receivers can roll over.
+    webhook_secret: Mapped[str | None] = mapped_column(Text)
+    previous_webhook_secret: Mapped[str | None] = mapped_column(Text)
+    previous_webhook_secret_expires_at = mapped_column(UtcDateTime)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    revoked_at = mapped_column(UtcDateTime)
+
+
+class BrowserWindow(db.Model):
+    """A browser window with the extension installed, owned by one API key."""
+
+    __tablename__ = "browser_windows"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    label: Mapped[str | None] = mapped_column(String(200))
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    last_seen_at = mapped_column(UtcDateTime, server_default=now())
+    closed_at = mapped_column(UtcDateTime)
+
+
+class Task(db.Model):
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    agent: Mapped[str] = mapped_column(String(20))  # "web" or "general"
+    execution_mode: Mapped[str] = mapped_column(String(20))
+    browser_window_id: Mapped[str | None] = mapped_column(String(64))
+    prompt: Mapped[str] = mapped_column(Text)
+    # Every other submitted option (clearChat, responseFormat, timeZone, attachments, ...).
+    options: Mapped[dict] = mapped_column(JSON, default=dict)
+    previous_request_id: Mapped[str | None] = mapped_column(String(36))
+    callback_url: Mapped[str | None] = mapped_column(Text)
+    # Fernet-encrypted JSON: {"secret", "headers"} for the webhook; secretVariables values.
+    callback_sealed: Mapped[str | None] = mapped_column(Text)
+    secrets_sealed: Mapped[str | None] = mapped_column(Text)
+
+    response: Mapped[dict | None] = mapped_column(JSON)
+    usage: Mapped[dict | None] = mapped_column(JSON)
+    trace: Mapped[list | None] = mapped_column(JSON)
+    messages: Mapped[list | None] = mapped_column(JSON)  # conversation, secrets redacted
+    hitl: Mapped[dict | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    # Dispatch and execution bookkeeping.
+    dispatched_at = mapped_column(UtcDateTime)
+    attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at = mapped_column(UtcDateTime)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    input_deadline_at = mapped_column(UtcDateTime)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    updated_at = mapped_column(UtcDateTime, server_default=now(), onupdate=now())
+    started_at = mapped_column(UtcDateTime)
+    completed_at = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        Index("ix_tasks_key_created", "api_key_id", "created_at"),
+        Index("ix_tasks_status_lease", "status", "lease_expires_at"),
+    )
+
+
+class WebhookDelivery(db.Model):
+    """One webhook event for one task (the outbox row); its attempts are logged below."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # webhook-id, "msg_..."
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    event_status: Mapped[str] = mapped_column(String(20))
+    url: Mapped[str] = mapped_column(Text)
+    payload: Mapped[str] = mapped_column(Text)  # the exact body, so retries send the same bytes
+    state: Mapped[str] = mapped_column(String(20), default="pending")  # pending/delivered/failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    next_attempt_at = mapped_column(UtcDateTime, server_default=now())
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    delivered_at = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_webhook_deliveries_due", "state", "next_attempt_at"),)
+
+
+class WebhookAttempt(db.Model):
+    __tablename__ = "webhook_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), index=True)
+    attempted_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    next_attempt_at = mapped_column(UtcDateTime)
+
+
+class StoredFile(db.Model):
+    """An uploaded attachment, scoped to the API key that uploaded it."""
+
+    __tablename__ = "files"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    filename: Mapped[str] = mapped_column(String(500))
+    content_type: Mapped[str | None] = mapped_column(String(200))
+    size: Mapped[int | None] = mapped_column(Integer)
+    data: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+
+class IdempotencyKey(db.Model):
+    __tablename__ = "idempotency_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    body_hash: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+    __table_args__ = (UniqueConstraint("api_key_id", "key"),)
+
+
+class now_plus(expression.FunctionElement):
+    """The database clock plus some seconds, in each dialect's own terms."""
+
+    type = UtcDateTime()
+    inherit_cache = True
+
+    def __init__(self, seconds):
+        super().__init__(literal(float(seconds)))
+
+
+@compiles(now_plus, "postgresql")
+def _now_plus_pg(element, compiler, **kw):
+    return f"(now() + make_interval(secs => {compiler.process(element.clauses, **kw)}))"
+
+
+@compiles(now_plus, "sqlite")
+def _now_plus_sqlite(element, compiler, **kw):
+    return f"strftime('%Y-%m-%d %H:%M:%f', 'now', ({compiler.process(element.clauses, **kw)}) || ' seconds')"

@@ -1,0 +1,1 @@
+"""Webhooks: the outbox written with a task's final state, and its delivery log."""

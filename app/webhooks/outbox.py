@@ -1,0 +1,59 @@
+"""The webhook outbox: a delivery row written in the transaction that ends the task."""
+import json
+import logging
+import secrets
+
+from flask import current_app
+
+from ..extensions import WEBHOOKS_QUEUE, db
+from ..models import WebhookDelivery
+
+log = logging.getLogger(__name__)
+
+EVENT_STATUSES = ("success", "error", "input-required")
+
+
+def payload(task, status, callback):
+    """The body of the spec's Events table, serialised once so every retry sends the same bytes."""
+    from ..dispatch.service import isoformat
+
+    response = task.response or {}
+    body = {"text": response.get("text", "")}
+    if task.options.get("responseFormat"):
+        body["structuredOutput"] = response.get("structuredOutput")
+    return json.dumps({
+        "requestId": task.id,
+        "secret": (callback or {}).get("secret"),
+        "status": status,
+        "browserWindowId": task.browser_window_id,
+        "response": body,
+        "createdAt": isoformat(task.created_at),
+        "completedAt": isoformat(task.completed_at),
+        "usage": task.usage,
+    }, separators=(",", ":"))
+
+
+def add_delivery(task, status):
+    """Add the outbox row for this event to the current transaction; returns its id or None."""
+    if not task.callback_url or status not in EVENT_STATUSES:
+        return None
+    from ..crypto import unseal
+
+    db.session.flush()
+    db.session.refresh(task)
+    delivery = WebhookDelivery(
+        id="msg_" + secrets.token_hex(16), task_id=task.id, event_status=status,
+        url=task.callback_url, payload=payload(task, status, unseal(task.callback_sealed)),
+    )
+    db.session.add(delivery)
+    return delivery.id
+
+
+def publish(delivery_id):
+    """Queue the first attempt now; if the broker is down, the beat sweep finds it due."""
+    try:
+        current_app.extensions["celery"].send_task(
+            "workers.deliver_webhook", args=[delivery_id], queue=WEBHOOKS_QUEUE,
+            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2})
+    except Exception as exc:
+        log.warning("publish of webhook %s failed, beat will retry: %s", delivery_id, exc)

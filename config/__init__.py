@@ -1,0 +1,1 @@
+"""Deployment configuration: settings read from the environment, gunicorn settings."""

@@ -1,0 +1,69 @@
+"""Settings read from the environment; the embedded default needs none of them."""
+import os
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(name, default=None, cast=str):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if cast is bool:
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return cast(value)
+
+
+def _var_dir():
+    path = Path(_env("VAR_DIR", str(ROOT / "var")))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _encryption_key(var_dir):
+    """The Fernet key for data at rest; the embedded default generates one and keeps it."""
+    key = _env("ENCRYPTION_KEY")
+    if key:
+        return key
+    key_file = var_dir / "encryption.key"
+    if not key_file.exists():
+        key_file.write_bytes(Fernet.generate_key())
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+def load():
+    """Return the settings dict for `create_app()`, read from the environment now."""
+    var_dir = _var_dir()
+    database_url = _env("DATABASE_URL", f"sqlite:///{var_dir / 'remote-dispatch.db'}")
+    for scheme in ("postgres://", "postgresql://"):  # Heroku-style URLs; the driver is psycopg2
+        if database_url.startswith(scheme):
+            database_url = "postgresql+psycopg2://" + database_url[len(scheme):]
+    broker_url = _env("CELERY_BROKER_URL", _env("BROKER_URL", "filesystem://"))
+    return {
+        "VAR_DIR": str(var_dir),
+        "SQLALCHEMY_DATABASE_URI": database_url,
+        "BROKER_URL": broker_url,
+        "ENCRYPTION_KEY": _encryption_key(var_dir),
+        # Worker leases and sweeps.
+        "LEASE_SECONDS": _env("LEASE_SECONDS", 60, int),
+        "MAX_ATTEMPTS": _env("MAX_ATTEMPTS", 3, int),
+        "DISPATCH_GRACE_SECONDS": _env("DISPATCH_GRACE_SECONDS", 10, int),
+        "REDISPATCH_AFTER_SECONDS": _env("REDISPATCH_AFTER_SECONDS", 900, int),
+        "SWEEP_INTERVAL_SECONDS": _env("SWEEP_INTERVAL_SECONDS", 10, float),
+        # Agent budgets and usage accounting.
+        "MAX_STEPS": _env("MAX_STEPS", 50, int),
+        "TASK_TIMEOUT_SECONDS": _env("TASK_TIMEOUT_SECONDS", 900, int),
+        "CREDITS_PER_ACTION": _env("CREDITS_PER_ACTION", 1.0, float),
+        "CREDITS_PER_1K_TOKENS": _env("CREDITS_PER_1K_TOKENS", 0.1, float),
+        # Language model (OpenAI-compatible); without it the built-in planner runs.
+        "LLM_BASE_URL": _env("LLM_BASE_URL"),
+        "LLM_API_KEY": _env("LLM_API_KEY"),
+        "LLM_MODEL": _env("LLM_MODEL"),
+        # Outbound URLs: callbacks, MCP servers, page fetches.
+        "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
+        "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
+        "WAIT_TIMEOUT_SECONDS": _env("WAIT_TIMEOUT_SECONDS", 120, float),
+    }

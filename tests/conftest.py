@@ -1,0 +1,173 @@
+"""Fixtures: a migrated Postgres test database, the RabbitMQ test vhost, API keys, workers."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+from flask.testing import FlaskClient
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_DATABASE_URL = os.environ.get(
+    "TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/" + os.environ.get("TEST_DB", "remote_dispatch_test"))
+TEST_BROKER_URL = os.environ.get(
+    "TEST_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/" + os.environ.get("TEST_VHOST", "rd_test"))
+
+# The app under test reads these when create_app() runs; worker processes inherit them.
+os.environ.update({
+    "DATABASE_URL": TEST_DATABASE_URL,
+    "CELERY_BROKER_URL": TEST_BROKER_URL,
+    "ENCRYPTION_KEY": os.environ.get("TEST_ENCRYPTION_KEY") or Fernet.generate_key().decode(),
+    "VAR_DIR": tempfile.mkdtemp(prefix="rd-test-var-"),
+    "SWEEP_INTERVAL_SECONDS": "1",
+    "ALLOW_PRIVATE_URLS": "true",
+})
+
+
+@pytest.fixture(scope="session")
+def app():
+    from flask_migrate import upgrade
+    from sqlalchemy import text
+
+    from app import create_app
+    from app.extensions import db
+
+    app = create_app({"TESTING": True})
+    with app.app_context():
+        with db.engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+        upgrade()
+    return app
+
+
+@pytest.fixture(autouse=True)
+def _clean_state(app):
+    """Every test starts with empty tables and empty queues."""
+    from sqlalchemy import text
+
+    from app.extensions import db
+
+    with app.app_context():
+        tables = ", ".join(t.name for t in db.metadata.sorted_tables)
+        db.session.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+        db.session.commit()
+        purge_queues(app)
+    ctx = app.app_context()
+    ctx.push()
+    yield
+    db.session.remove()
+    ctx.pop()
+
+
+def purge_queues(app):
+    celery = app.extensions["celery"]
+    with celery.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in ("tasks", "webhooks"):
+            try:
+                channel.queue_purge(queue)
+            except Exception:  # queue not declared yet
+                channel = conn.channel()
+
+
+class FreshSessionClient(FlaskClient):
+    """Each production request gets its own database session; tests share one app context
+    with their requests, so start every request from a fresh session to match."""
+
+    def open(self, *args, **kwargs):
+        from app.extensions import db
+
+        db.session.remove()
+        return super().open(*args, **kwargs)
+
+
+@pytest.fixture
+def client(app):
+    app.test_client_class = FreshSessionClient
+    return app.test_client()
+
+
+def make_key(name="caller", plan="free"):
+    from app.cli import create_key
+
+    return create_key(name, plan)[1]
+
+
+@pytest.fixture
+def api_key():
+    return make_key("alice")
+
+
+@pytest.fixture
+def other_key():
+    return make_key("bob")
+
+
+def submit(client, key, body, **kwargs):
+    return client.post("/fast/v2/remote-dispatch", json=body, headers={"x-api-key": key}, **kwargs)
+
+
+def poll(client, key, request_id):
+    return client.get(f"/fast/v2/remote-dispatch/responses/{request_id}", headers={"x-api-key": key})
+
+
+def wait_for_status(client, key, request_id, statuses=("success", "error"), timeout=60):
+    """Poll like a caller until the task reaches one of `statuses`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = poll(client, key, request_id).get_json()
+        if body["status"] in statuses:
+            return body
+        time.sleep(0.2)
+    raise AssertionError(f"task {request_id} still {body['status']} after {timeout}s: {body}")
+
+
+class WorkerProcess:
+    """A real `celery -A workers worker` process on the test broker and database."""
+
+    def __init__(self, queues="tasks,webhooks", concurrency=2, env=None, name="w"):
+        self.log = tempfile.NamedTemporaryFile(prefix=f"celery-{name}-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
+             "-c", str(concurrency), "--prefetch-multiplier=1", "-n", f"{name}-{os.getpid()}@%h",
+             "--without-gossip", "--without-mingle", "--loglevel=INFO"],
+            cwd=ROOT, env={**os.environ, **(env or {})}, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "ready." in Path(self.log.name).read_text():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError("celery worker did not start:\n" + Path(self.log.name).read_text()[-3000:])
+
+    def kill(self):
+        """SIGKILL the whole worker (main process and pool children), as a crash would."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def worker(app):
+    """One worker consuming both queues, for the tests of one module."""
+    proc = WorkerProcess(name="module")
+    yield proc
+    proc.stop()

@@ -1,0 +1,57 @@
+"""GET /fast/v2/remote-dispatch/responses/{requestId}: shapes and key isolation."""
+from app import lifecycle
+from tests.conftest import poll, submit
+
+CLOUD = {"executionMode": "cloud"}
+
+
+def test_pending_task_shape(client, api_key):
+    request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
+    body = poll(client, api_key, request_id).get_json()
+    assert body["requestId"] == request_id
+    assert body["status"] == "pending"
+    assert body["response"] is None
+    assert body["completedAt"] is None
+    assert body["createdAt"].endswith("Z") and "T" in body["createdAt"]
+    assert body["browserWindowId"] is None
+
+
+def test_error_task_shape_has_text_output_and_usage(client, api_key):
+    request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
+    usage = {"actions": 0, "credits": 0.0}
+    assert lifecycle.finish(request_id, "error", lifecycle.failure_response("boom"), usage, error="boom")
+    body = poll(client, api_key, request_id).get_json()
+    assert body["status"] == "error"
+    assert body["completedAt"] is not None
+    assert body["usage"] == usage
+    assert body["response"]["output"] == {"type": "text", "content": "boom"}
+    assert body["response"]["text"] == "boom"
+
+
+def test_another_keys_task_is_not_found(client, api_key, other_key):
+    request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
+    response = poll(client, other_key, request_id)
+    assert response.status_code == 404
+    assert response.get_json() == {"error": "Request Not Found",
+                                   "message": f"No request '{request_id}' for this API key."}
+
+
+def test_unknown_task_is_not_found(client, api_key):
+    response = poll(client, api_key, "does-not-exist")
+    assert response.status_code == 404
+    assert response.get_json()["error"] == "Request Not Found"
+
+
+def test_poll_needs_a_valid_key(client, api_key):
+    request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
+    response = poll(client, "wrong", request_id)
+    assert response.status_code == 401
+    assert response.get_json()["error"] == "Unauthorized"
+
+
+def test_only_one_finaliser_wins(client, api_key):
+    request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
+    usage = {"actions": 0, "credits": 0.0}
+    assert lifecycle.finish(request_id, "error", lifecycle.failure_response("first"), usage)
+    assert not lifecycle.finish(request_id, "success", lifecycle.failure_response("second"), usage)
+    assert poll(client, api_key, request_id).get_json()["response"]["text"] == "first"

@@ -1,0 +1,1 @@
+"""Celery workers: agent tasks, webhook deliveries and beat sweeps (`celery -A workers ...`)."""

@@ -1,0 +1,1 @@
+"""The agent runtime: planner → loop → environment (DESIGN.md §3)."""

@@ -1,0 +1,14 @@
+"""The Celery app bound to the Flask app; `celery -A workers` finds `app` here."""
+from app import create_app
+
+flask_app = create_app()
+app = flask_app.extensions["celery"]
+_sweep = flask_app.config["SWEEP_INTERVAL_SECONDS"]
+
+# The one beat schedule.
+app.conf.beat_schedule = {
+    "dispatch-undispatched-tasks": {"task": "workers.sweep_undispatched", "schedule": _sweep},
+    "expire-leases": {"task": "workers.sweep_expired_leases", "schedule": _sweep},
+}
+
+from workers import tasks  # noqa: E402,F401  (registers the tasks)

@@ -1,0 +1,1 @@
+"""Planners decide the next action: the built-in step parser, or an OpenAI-compatible model."""

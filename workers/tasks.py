@@ -1,0 +1,19 @@
+"""Celery tasks: thin wrappers over plain functions that tests call without a broker."""
+from celery import shared_task
+
+from . import runner, sweeps
+
+
+@shared_task(name="workers.run_task")
+def run_task(task_id):
+    runner.execute_task(task_id)
+
+
+@shared_task(name="workers.sweep_undispatched")
+def sweep_undispatched():
+    return sweeps.dispatch_undispatched()
+
+
+@shared_task(name="workers.sweep_expired_leases")
+def sweep_expired_leases():
+    return sweeps.expire_leases()
