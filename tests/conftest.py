@@ -1,17 +1,14 @@
 """Fixtures: a migrated Postgres test database, the RabbitMQ test vhost, API keys, workers."""
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 from flask.testing import FlaskClient
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.processes import WorkerProcess
+
 TEST_DATABASE_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/" + os.environ.get("TEST_DB", "remote_dispatch_test"))
 TEST_BROKER_URL = os.environ.get(
@@ -124,45 +121,6 @@ def wait_for_status(client, key, request_id, statuses=("success", "error"), time
             return body
         time.sleep(0.2)
     raise AssertionError(f"task {request_id} still {body['status']} after {timeout}s: {body}")
-
-
-class WorkerProcess:
-    """A real `celery -A workers worker` process on the test broker and database."""
-
-    def __init__(self, queues="tasks,webhooks", concurrency=2, env=None, name="w"):
-        self.log = tempfile.NamedTemporaryFile(prefix=f"celery-{name}-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
-             "-c", str(concurrency), "--prefetch-multiplier=1", "-n", f"{name}-{os.getpid()}@%h",
-             "--without-gossip", "--without-mingle", "--loglevel=INFO"],
-            cwd=ROOT, env={**os.environ, **(env or {})}, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self._wait_ready()
-
-    def _wait_ready(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if "ready." in Path(self.log.name).read_text():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise RuntimeError("celery worker did not start:\n" + Path(self.log.name).read_text()[-3000:])
-
-    def kill(self):
-        """SIGKILL the whole worker (main process and pool children), as a crash would."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,50 @@
+"""Restart Postgres: the API answers 503 {error, message} while it is down and recovers by itself."""
+import os
+import time
+
+import requests
+
+import pytest
+
+from tests.reliability.conftest import REPORT, run, submit_http, wait_all_terminal
+
+pytestmark = pytest.mark.disruptive
+
+CLUSTER = os.environ.get("PG_CLUSTER", "15")
+
+
+def _cluster_version():
+    return sorted(os.listdir("/etc/postgresql"))[-1] if os.path.isdir("/etc/postgresql") else CLUSTER
+
+
+def test_database_outage_is_503_and_recovers_without_restarts(stack, api_key):
+    before = submit_http(stack.base, api_key, {"prompt": "answer before", "executionMode": "cloud"})
+    assert before.status_code == 202
+    version = _cluster_version()
+    run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "stop", "-m", "fast")
+    try:
+        down = [submit_http(stack.base, api_key, {"prompt": "answer during", "executionMode": "cloud"}),
+                requests.get(f"{stack.base}/fast/v2/remote-dispatch/responses/{before.json()['requestId']}",
+                             headers={"x-api-key": api_key}, timeout=30),
+                requests.get(stack.base + "/readyz", timeout=30)]
+    finally:
+        run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start")
+    for response in down:
+        assert response.status_code == 503, response.text
+        body = response.json()
+        assert set(body) == {"error", "message"} and body["error"] == "Service Unavailable"
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(stack.base + "/readyz", timeout=5).ok:
+                break
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    after = submit_http(stack.base, api_key, {"prompt": "answer after", "executionMode": "cloud"})
+    assert after.status_code == 202
+    ids = [before.json()["requestId"], after.json()["requestId"]]
+    done = wait_all_terminal(stack.base, api_key, ids)
+    REPORT["database restart: responses while down"] = [r.status_code for r in down]
+    assert [done[i]["response"]["text"] for i in ids] == ["before", "after"]
