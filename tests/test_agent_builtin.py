@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import update
 
 from app.extensions import db
-from app.models import StoredFile, Task, now_plus
+from app.models import StoredFile, Task, WebhookDelivery, now_plus
 from tests.agent_support import run, stored_task
 from tests.conftest import ROOT, wait_for_status
 from tests.page_server import PageServer
@@ -148,10 +148,20 @@ def test_structured_answer_is_validated(client, api_key, worker):
                                         "'three' is not of type 'integer' (at n).")
 
 
+def test_input_variables_fill_the_steps(client, api_key, worker):
+    _, body = run(client, api_key, {"prompt": "answer Hello {{name}}, {{ missing }}",
+                                    "inputVariables": {"name": "Ada"}})
+    assert body["response"]["text"] == "Hello Ada, {{ missing }}"
+
+
 def test_question_resumes_the_same_task_with_trace_and_usage_carried_on(client, api_key, worker):
-    request_id, body = run(client, api_key, {"prompt": "wait 0\nask Which colour?\nwait 0"},
-                            statuses=("input-required", "error"))
+    request_id, body = run(client, api_key, {"prompt": "wait 0\nask Which colour?\nwait 0",
+                                             "callbackUrl": "https://127.0.0.1:9/hook"},
+                           statuses=("input-required", "error"))
     assert body["status"] == "input-required", body
+    delivery = db.session.query(WebhookDelivery).filter_by(task_id=request_id).one()
+    assert delivery.event_status == "input-required"
+    assert json.loads(delivery.payload)["response"] == {"text": "Which colour?"}
     assert body["usage"]["actions"] == 1
     assert body["response"]["actionTrace"][-1]["action"] == "input-required: Which colour?"
     task = stored_task(request_id)

@@ -22,6 +22,7 @@ class Environment:
     def __init__(self, task, should_stop=lambda: False):
         self.task = task
         self.should_stop = should_stop
+        self.deadline = float("inf")  # the loop's wall-clock limit (time.monotonic()); long waits end there
 
     def tools(self, response_schema=None):
         answer = (params(["content"], content=response_schema) if response_schema is not None
@@ -65,7 +66,7 @@ class Environment:
 
     def do_wait(self, seconds):
         seconds = float(seconds)
-        deadline = time.monotonic() + seconds
+        deadline = min(time.monotonic() + seconds, self.deadline)
         while time.monotonic() < deadline and not self.should_stop():
             time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
         return Observation(f"waited {seconds:g} s")

@@ -64,6 +64,7 @@ class AgentLoop:
     def run(self):
         """Run to an Outcome; the final trace entry describes it and carries the credits."""
         started = time.time()
+        self.environment.deadline = time.monotonic() + self.budget.wall_clock_seconds
         try:
             outcome = self._steps(started)
         except (BudgetExceeded, PlannerError) as exc:

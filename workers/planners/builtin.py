@@ -37,6 +37,9 @@ STEPS = [
 STEPS = [(re.compile(rf"^{pattern}$", re.I | re.S), name, build) for pattern, name, build in STEPS]
 
 
+VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")  # {{name}}: an inputVariables value
+
+
 class UnparseableStep(ValueError):
     pass
 
@@ -66,7 +69,8 @@ class BuiltinPlanner:
                      "to run free-form prompts with a language model.")
 
     def __init__(self, brief):
-        lines = split_steps(brief.prompt)
+        variables = {name: str(value) for name, value in brief.variables.items()}
+        lines = [VARIABLE.sub(lambda m: variables.get(m[1], m[0]), line) for line in split_steps(brief.prompt)]
         try:
             self.steps = [parse_step(line) for line in lines]
         except UnparseableStep as exc:
