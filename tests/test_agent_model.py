@@ -156,7 +156,7 @@ def test_step_budget(client, api_key, model, model_worker):
     model.script(*[tool_call("wait", seconds=i / 1000) for i in range(MAX_STEPS + 1)])
     _, body = run(client, api_key, {"prompt": "Keep waiting."})
     assert body["status"] == "error"
-    assert body["response"]["text"] == f"Step limit reached: the task took more than {MAX_STEPS} actions."
+    assert body["response"]["text"] == f"Step limit reached: the task needed more than {MAX_STEPS} actions."
     assert body["usage"]["actions"] == MAX_STEPS
 
 

@@ -39,6 +39,18 @@ def test_wall_clock_budget(client, api_key, config):
     assert body["usage"]["actions"] == 1
 
 
+def test_the_last_allowed_step_may_still_answer(client, api_key, config):
+    config["MAX_STEPS"] = 2
+    task_id = _task(api_key, "wait 0\nwait 0\nanswer done")
+    runner.execute_task(task_id)
+    assert poll(client, api_key, task_id).get_json()["response"]["text"] == "done"
+    task_id = _task(api_key, "wait 0\nwait 0\nwait 0\nanswer done")
+    runner.execute_task(task_id)
+    body = poll(client, api_key, task_id).get_json()
+    assert body["status"] == "error"
+    assert body["response"]["text"] == "Step limit reached: the task needed more than 2 actions."
+
+
 def test_web_agent_without_its_browser_says_so(client, api_key):
     task_id = _task(api_key, "/Operator go to https://example.com", mode="cloud_browser")
     runner.execute_task(task_id)

@@ -70,14 +70,15 @@ def execute_task(task_id):
         loop = None
         try:
             loop = build_loop(task, owner, stop, secrets)
-            outcome = loop.run()
         except ValueError as exc:  # the prompt cannot be planned, or the agent cannot run here
             outcome = Outcome("error", secrets.redact(str(exc)))
-        except Exception:
-            log.exception("task %s failed", task_id)
-            outcome = Outcome("error", "The task failed because of an internal error.")
-        finally:
-            if loop is not None:
+        else:
+            try:
+                outcome = loop.run()
+            except Exception:
+                log.exception("task %s failed", task_id)
+                outcome = Outcome("error", "The task failed because of an internal error.")
+            finally:
                 loop.environment.close()
     if lease.lost.is_set():
         log.warning("lease on %s lost; another worker or a sweep owns it now", task_id)

@@ -11,6 +11,7 @@ from .actions import Finish, Observation, Outcome, PlannerError
 from .secrets import Secrets
 
 log = logging.getLogger(__name__)
+ENDINGS = ("answer", "ask_user", "fail")  # actions that end a run: allowed when the step budget is spent
 
 
 class BudgetExceeded(Exception):
@@ -78,8 +79,6 @@ class AgentLoop:
         repeats, last_key = 0, None
         # Bounded even when no action executes (answers being repaired): steps plus the answer and its repair.
         for _ in range(self.budget.max_steps + 2):
-            if self.state.actions >= self.budget.max_steps:
-                break
             if self.should_stop():
                 return Outcome("error", "cancelled")
             if time.time() - started > self.budget.wall_clock_seconds:
@@ -87,6 +86,8 @@ class AgentLoop:
                     f"Time limit reached: the task ran longer than {self.budget.wall_clock_seconds:g} s.")
             action = self.planner.next_action(self.state)
             self.state.tokens += self.planner.tokens_used()
+            if self.state.actions >= self.budget.max_steps and action.name not in ENDINGS:
+                break
             repeats = repeats + 1 if action.key() == last_key else 1
             last_key = action.key()
             if repeats > self.budget.max_repeats:
@@ -116,7 +117,7 @@ class AgentLoop:
             self.state.conversation.add_result(action.call_id, observation.text)
             self.state.last = observation
             self.on_progress(self.state)
-        raise BudgetExceeded(f"Step limit reached: the task took more than {self.budget.max_steps} actions.")
+        raise BudgetExceeded(f"Step limit reached: the task needed more than {self.budget.max_steps} actions.")
 
     def _finishing(self, action, outcome):
         """Record how the run ends; None means "not yet": the answer goes back for its one repair."""
