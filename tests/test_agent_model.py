@@ -91,6 +91,7 @@ def test_secrets_never_reach_the_model(client, api_key, model, pages, model_work
         tool_call("answer", text="The page received ${API_TOKEN}."))
     request_id, body = run(client, api_key, {
         "prompt": "/Operator Open the echo page with token ${API_TOKEN} and tell me what it received.",
+        "chatHistory": [{"role": "user", "content": f"My token is {secret}, keep it safe."}],
         "secretVariables": {"API_TOKEN": secret},
         "callbackUrl": "https://127.0.0.1:9/hook", "callbackSecret": "cb",
     })

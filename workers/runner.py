@@ -98,16 +98,18 @@ def build_loop(task, owner, should_stop, secrets):
     options = task.options or {}
     schema = (options.get("responseFormat") or {}).get("jsonSchema")
     environment = environment_for(task, should_stop, config)
+    prompt = "\n".join(split_steps(task.prompt)) if task.agent == "web" else task.prompt.strip()
+    # A value the caller also wrote out in plain text still reaches the planner only as its placeholder.
     brief = Brief(
-        prompt="\n".join(split_steps(task.prompt)) if task.agent == "web" else task.prompt.strip(),
-        agent=task.agent, tools=environment.tools(schema),
-        variables=options.get("inputVariables") or {},
-        additional_context=options.get("additionalContext") or {},
+        prompt=secrets.redact(prompt), agent=task.agent, tools=environment.tools(schema),
+        variables=secrets.redact(options.get("inputVariables") or {}),
+        additional_context=secrets.redact(options.get("additionalContext") or {}),
         secret_names=secrets.names(), response_schema=schema,
         time_zone=options.get("timeZone") or "America/Los_Angeles",
         attachments=[a["key"] for a in options.get("attachments") or []],
     )
-    state = _resumed_state(task) or RunState(Conversation.begin(_earlier_messages(task), brief.prompt))
+    state = _resumed_state(task) or RunState(
+        Conversation.begin(secrets.redact(_earlier_messages(task)), brief.prompt))
     planner = make_planner(brief, config)
     budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
     pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])

@@ -67,6 +67,8 @@ class ChatPlanner:
         except openai.APIConnectionError as exc:  # includes timeouts, after the client's retries
             raise PlannerError(f"The language model could not be reached at {self.client.base_url} "
                                f"({exc.__class__.__name__}).") from None
+        except openai.OpenAIError as exc:  # e.g. a reply that is not a chat completion
+            raise PlannerError(f"The language model's reply could not be used: {_short(exc)}") from None
         if completion.usage is not None:
             self._tokens += completion.usage.total_tokens or 0
         if not completion.choices:
