@@ -108,7 +108,7 @@ def build_loop(task, owner, should_stop, secrets):
         time_zone=options.get("timeZone") or "America/Los_Angeles",
         attachments=[a["key"] for a in options.get("attachments") or []],
     )
-    state = _resumed_state(task) or RunState(
+    state = _resumed_state(task, secrets) or RunState(
         Conversation.begin(secrets.redact(_earlier_messages(task)), brief.prompt))
     planner = make_planner(brief, config)
     budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
@@ -121,7 +121,7 @@ def build_loop(task, owner, should_stop, secrets):
                      should_stop=should_stop, secrets=secrets, response_schema=schema)
 
 
-def _resumed_state(task):
+def _resumed_state(task, secrets):
     """A task answered after `input-required` continues where it paused, with the answer in its history."""
     if not (task.hitl and "answer" in task.hitl and task.messages):
         return None
@@ -129,7 +129,7 @@ def _resumed_state(task):
     if trace:
         trace[-1].pop("credits", None)  # the pause's entry is no longer the final one
     usage = task.usage or {}
-    return RunState(Conversation.resume(task.messages, task.hitl["answer"]), trace=trace,
+    return RunState(Conversation.resume(task.messages, secrets.redact(task.hitl["answer"])), trace=trace,
                     actions=usage.get("actions", 0), prior_actions=usage.get("actions", 0),
                     prior_credits=usage.get("credits", 0.0))
 

@@ -136,7 +136,7 @@ class AgentLoop:
             text = json.dumps(content, ensure_ascii=False)
             conversation.add_answer(self.secrets.redact(text))
             return Outcome("success", text, structured=content)
-        if not self.repaired and getattr(self.planner, "can_repair", False):
+        if not self.repaired and self.planner.can_repair:
             self.repaired = True
             conversation.add_call(action)
             conversation.add_result(action.call_id, (

@@ -1,9 +1,16 @@
-"""Planners decide the next action: the built-in step parser, or an OpenAI-compatible model.
-
-A planner has `next_action(state) -> Action` (state: the loop's RunState, whose `conversation`
-holds what happened so far) and `tokens_used()` (model tokens spent by the latest call).
-"""
+"""Planners decide the next action: the built-in step parser, or an OpenAI-compatible model."""
 from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class Planner(Protocol):
+    can_repair: bool  # may an invalid structured answer go back to it once with the validation error?
+
+    def next_action(self, state):
+        """The next Action, given the loop's RunState (its `conversation` holds what happened so far)."""
+
+    def tokens_used(self):
+        """Model tokens spent since the previous call (for usage credits)."""
 
 
 @dataclass
