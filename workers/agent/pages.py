@@ -212,7 +212,9 @@ def fetch(url, *, allow_private, timeout, base=None):
         response.close()
         if response.status_code >= 400:
             raise PageError(f"The page answered HTTP {response.status_code}.")
-        return Page(url, body[:MAX_BYTES].decode(response.encoding or "utf-8", errors="replace"))
+        # requests assumes ISO-8859-1 when no charset is declared; today's pages are UTF-8.
+        charset = response.encoding if "charset" in response.headers.get("content-type", "") else "utf-8"
+        return Page(url, body[:MAX_BYTES].decode(charset or "utf-8", errors="replace"))
     raise PageError("Too many redirects.")
 
 
