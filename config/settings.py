@@ -58,10 +58,15 @@ def load():
         "TASK_TIMEOUT_SECONDS": _env("TASK_TIMEOUT_SECONDS", 900, int),
         "CREDITS_PER_ACTION": _env("CREDITS_PER_ACTION", 1.0, float),
         "CREDITS_PER_1K_TOKENS": _env("CREDITS_PER_1K_TOKENS", 0.1, float),
+        "NO_PROGRESS_REPEATS": _env("NO_PROGRESS_REPEATS", 3, int),
+        "INPUT_TIMEOUT_SECONDS": _env("INPUT_TIMEOUT_SECONDS", 86400, int),
+        "FETCH_TIMEOUT_SECONDS": _env("FETCH_TIMEOUT_SECONDS", 15, float),
         # Language model (OpenAI-compatible); without it the built-in planner runs.
         "LLM_BASE_URL": _env("LLM_BASE_URL"),
         "LLM_API_KEY": _env("LLM_API_KEY"),
         "LLM_MODEL": _env("LLM_MODEL"),
+        "LLM_TIMEOUT_SECONDS": _env("LLM_TIMEOUT_SECONDS", 120, float),
+        "LLM_MAX_RETRIES": _env("LLM_MAX_RETRIES", 3, int),
         # Outbound URLs: callbacks, MCP servers, page fetches.
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),

@@ -1,4 +1,4 @@
-"""Runs one task: claim it, hold the lease while the agent works, finish it in one transaction."""
+"""Runs one task: claim it, hold the lease while the agent works, finish (or pause) it in one transaction."""
 import logging
 import os
 import socket
@@ -8,12 +8,17 @@ import uuid
 from flask import current_app
 
 from app import lifecycle
+from app.crypto import unseal
 from app.extensions import db
-from app.models import Task
+from app.models import Task, now_plus
 
-from .agent.environments import GeneralEnvironment
-from .agent.loop import AgentLoop, Budget
-from .planners.builtin import BuiltinPlanner
+from .agent.actions import Outcome
+from .agent.conversation import Conversation
+from .agent.environments import environment_for
+from .agent.loop import AgentLoop, Budget, RunState
+from .agent.secrets import Secrets
+from .planners import Brief, make_planner
+from .planners.builtin import split_steps
 
 log = logging.getLogger(__name__)
 
@@ -59,44 +64,86 @@ def execute_task(task_id):
         return
     config = current_app.config
     task = db.session.get(Task, task_id)
-    with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease:
+    secrets = Secrets(unseal(task.secrets_sealed))
+    with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
         stop = lambda: lease.lost.is_set() or lifecycle.cancel_requested(task_id)  # noqa: E731
         loop = None
         try:
-            loop = build_loop(task, owner, stop)
-            outcome = loop.run()
-        except ValueError as exc:  # the prompt cannot be planned
-            outcome = _error(str(exc))
-        except Exception:
-            log.exception("task %s failed", task_id)
-            outcome = _error("The task failed because of an internal error.")
+            loop = build_loop(task, owner, stop, secrets)
+        except ValueError as exc:  # the prompt cannot be planned, or the agent cannot run here
+            outcome = Outcome("error", secrets.redact(str(exc)))
+        else:
+            try:
+                outcome = loop.run()
+            except Exception:
+                log.exception("task %s failed", task_id)
+                outcome = Outcome("error", "The task failed because of an internal error.")
+            finally:
+                loop.environment.close()
     if lease.lost.is_set():
         log.warning("lease on %s lost; another worker or a sweep owns it now", task_id)
         return
     trace = loop.state.trace if loop else []
     usage = loop.usage() if loop else {"actions": 0, "credits": 0.0}
+    extra = {"messages": loop.state.conversation.messages} if loop else {}
+    if outcome.status == "input-required":
+        extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]))
     lifecycle.finish(task_id, outcome.status, _response(outcome, trace), usage,
                      trace=trace, error=outcome.text if outcome.status == "error" else None,
-                     owner=owner)
+                     owner=owner, **extra)
 
 
-def build_loop(task, owner, should_stop):
+def build_loop(task, owner, should_stop, secrets):
     config = current_app.config
-    planner = BuiltinPlanner(task.prompt)
-    environment = GeneralEnvironment(task, should_stop)
-    budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"])
+    options = task.options or {}
+    schema = (options.get("responseFormat") or {}).get("jsonSchema")
+    environment = environment_for(task, should_stop, config)
+    prompt = "\n".join(split_steps(task.prompt)) if task.agent == "web" else task.prompt.strip()
+    # A value the caller also wrote out in plain text still reaches the planner only as its placeholder.
+    brief = Brief(
+        prompt=secrets.redact(prompt), agent=task.agent, tools=environment.tools(schema),
+        variables=secrets.redact(options.get("inputVariables") or {}),
+        additional_context=secrets.redact(options.get("additionalContext") or {}),
+        secret_names=secrets.names(), response_schema=schema,
+        time_zone=options.get("timeZone") or "America/Los_Angeles",
+        attachments=[a["key"] for a in options.get("attachments") or []],
+    )
+    state = _resumed_state(task, secrets) or RunState(
+        Conversation.begin(secrets.redact(_earlier_messages(task)), brief.prompt))
+    planner = make_planner(brief, config)
+    budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
     pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
 
     def progress(state):
         lifecycle.record_progress(task.id, owner, state.trace, state.usage(*pricing))
 
-    return AgentLoop(planner, environment, budget, pricing, on_progress=progress, should_stop=should_stop)
+    return AgentLoop(planner, environment, budget, pricing, state, on_progress=progress,
+                     should_stop=should_stop, secrets=secrets, response_schema=schema)
 
 
-def _error(message):
-    from .agent.actions import Outcome
+def _resumed_state(task, secrets):
+    """A task answered after `input-required` continues where it paused, with the answer in its history."""
+    if not (task.hitl and "answer" in task.hitl and task.messages):
+        return None
+    trace = [dict(entry) for entry in task.trace or []]
+    if trace:
+        trace[-1].pop("credits", None)  # the pause's entry is no longer the final one
+    usage = task.usage or {}
+    return RunState(Conversation.resume(task.messages, secrets.redact(task.hitl["answer"])), trace=trace,
+                    actions=usage.get("actions", 0), prior_actions=usage.get("actions", 0),
+                    prior_credits=usage.get("credits", 0.0))
 
-    return Outcome("error", message)
+
+def _earlier_messages(task):
+    """The linked conversation (`previousRequestId` with `clearChat: false`), then the SDK's chatHistory."""
+    options = task.options or {}
+    earlier = []
+    if task.previous_request_id and options.get("clearChat") is False:
+        previous = db.session.get(Task, task.previous_request_id)
+        if previous is not None and previous.api_key_id == task.api_key_id:
+            earlier.extend(previous.messages or [])
+    earlier.extend({"role": m["role"], "content": m["content"]} for m in options.get("chatHistory") or [])
+    return earlier
 
 
 def _response(outcome, trace):

@@ -1,4 +1,4 @@
-"""Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired."""
+"""Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end unanswered questions."""
 import logging
 
 from flask import current_app
@@ -55,3 +55,21 @@ def expire_leases():
     if expired:
         log.warning("expired leases: %d retried, %d ended", retried, ended)
     return {"retried": retried, "ended": ended}
+
+
+def expire_input_requests():
+    """Tasks paused on a question nobody answered in time end as error; returns how many."""
+    waiting = db.session.execute(
+        select(Task.id).where(Task.status == "input-required", Task.input_deadline_at < now()).limit(BATCH)
+    ).scalars().all()
+    db.session.commit()
+    ended = 0
+    for task_id in waiting:
+        task = db.session.get(Task, task_id)
+        message = "Nobody answered the task's question in time; the task was not completed."
+        response = lifecycle.failure_response(message)
+        response["actionTrace"] = task.trace
+        ended += lifecycle.finish(task_id, "error", response, task.usage, error=message)
+    if waiting:
+        log.info("ended %d tasks left waiting for input", ended)
+    return ended

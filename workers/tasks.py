@@ -17,3 +17,8 @@ def sweep_undispatched():
 @shared_task(name="workers.sweep_expired_leases")
 def sweep_expired_leases():
     return sweeps.expire_leases()
+
+
+@shared_task(name="workers.sweep_input_timeouts")
+def sweep_input_timeouts():
+    return sweeps.expire_input_requests()

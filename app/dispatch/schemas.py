@@ -122,6 +122,12 @@ class SubmitSchema(LenientSchema):
                 "(or use executionMode 'cloud' or 'cloud_browser').", "browserWindowId")
 
 
+class InputAnswerSchema(LenientSchema):
+    inputId = fields.String(allow_none=True, metadata={
+        "description": "The question's hitlInputMetadata.inputId; when given it must match."})
+    answer = fields.String(required=True, metadata={"description": "The user's answer."})
+
+
 class AcceptedSchema(ma.Schema):
     requestId = fields.String(required=True)
 

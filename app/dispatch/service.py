@@ -72,6 +72,29 @@ def dispatch(task_id):
     return True
 
 
+def answer_input(api_key_id, task_id, data):
+    """Resume a task paused on a question (`input-required`) with the user's answer."""
+    task = get_task(api_key_id, task_id)
+    hitl = task.hitl or {}
+    if task.status != "input-required" or not hitl.get("inputId"):
+        raise ApiError(409, "Conflict", f"Request '{task_id}' is not waiting for input (status: {task.status}).")
+    if data.get("inputId") and data["inputId"] != hitl["inputId"]:
+        raise ApiError(409, "Conflict", f"inputId '{data['inputId']}' is not the question request "
+                                        f"'{task_id}' is waiting on ('{hitl['inputId']}').")
+    # The answer rides in `hitl` until the worker puts it into the conversation.
+    resumed = db.session.execute(
+        update(Task).where(Task.id == task_id, Task.status == "input-required", Task.lease_owner.is_(None))
+        .values(status="pending", hitl={**hitl, "answer": data["answer"]}, response=None,
+                input_deadline_at=None, dispatched_at=None)
+        .returning(Task.id)
+    ).first() is not None
+    db.session.commit()
+    if not resumed:  # answered twice at once, or the input timeout ended it meanwhile
+        raise ApiError(409, "Conflict", f"Request '{task_id}' is no longer waiting for input.")
+    dispatch(task_id)
+    return task_id
+
+
 def _require_window(api_key_id, window_id):
     window = db.session.get(BrowserWindow, window_id)
     if window is None or window.api_key_id != api_key_id or window.closed_at is not None:

@@ -9,10 +9,33 @@ class Action:
     name: str
     args: dict = field(default_factory=dict)
     description: str = ""
+    call_id: str = ""
+    note: str = ""  # the model's words alongside the call, kept in the conversation
 
     def key(self):
         """Identity for no-progress detection."""
         return (self.name, repr(sorted(self.args.items())))
+
+
+@dataclass
+class Tool:
+    """A tool offered to planners: the model sees `parameters` (JSON Schema) and `description`."""
+
+    name: str
+    description: str
+    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def as_openai(self):
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+def params(required=(), **properties):
+    """A JSON Schema object for tool arguments; each property is a JSON Schema."""
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+STRING = {"type": "string"}
 
 
 @dataclass
@@ -21,6 +44,7 @@ class Observation:
 
     text: str = ""
     url: str = ""
+    failed: bool = False  # the step did not do what it should (page unreachable, nothing matched)
 
 
 @dataclass
@@ -39,3 +63,25 @@ class Finish(Exception):
     def __init__(self, outcome):
         super().__init__(outcome.text)
         self.outcome = outcome
+
+
+class PlannerError(Exception):
+    """The planner cannot go on (model unreachable, refused the request); the task ends as error."""
+
+
+DESCRIPTIONS = {
+    "go_to": "go to {url}", "click": 'click "{target}"', "type": 'type {text} into "{target}"',
+    "press": "press {key}", "extract": "extract {selector}", "wait": "wait {seconds:g} s",
+    "current_time": "current time", "read_attachment": "read attachment {key}", "ask_user": "ask: {question}",
+    "answer": "answer", "fail": "fail: {reason}",
+}
+
+
+def describe(name, args):
+    """The trace line for an action (arguments as the planner wrote them, so secrets stay placeholders)."""
+    try:
+        return DESCRIPTIONS[name].format(**args)
+    except (KeyError, ValueError, IndexError):
+        import json
+
+        return f"{name} {json.dumps(args, ensure_ascii=False)}" if args else name

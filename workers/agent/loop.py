@@ -1,9 +1,17 @@
 """The agent loop: ask the planner, execute in the environment, trace, count, enforce budgets."""
+import json
+import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from .actions import Finish, Outcome
+import jsonschema
+
+from .actions import Finish, Observation, Outcome, PlannerError
+from .secrets import Secrets
+
+log = logging.getLogger(__name__)
+ENDINGS = ("answer", "ask_user", "fail")  # actions that end a run: allowed when the step budget is spent
 
 
 class BudgetExceeded(Exception):
@@ -23,25 +31,33 @@ class Budget:
 
 @dataclass
 class RunState:
-    """What the loop accumulates; the runner persists it as the task runs."""
+    """What the loop accumulates; the runner persists it as the task runs (and across a pause)."""
 
+    conversation: object
     trace: list = field(default_factory=list)
     actions: int = 0
     tokens: int = 0
-    history: list = field(default_factory=list)  # (Action, Observation) pairs for the planner
+    prior_credits: float = 0.0  # credits of the actions before a pause, already priced
+    prior_actions: int = 0
+    last: Observation | None = None
 
     def usage(self, credits_per_action, credits_per_1k_tokens):
-        credits = self.actions * credits_per_action + self.tokens / 1000 * credits_per_1k_tokens
+        credits = (self.prior_credits + (self.actions - self.prior_actions) * credits_per_action
+                   + self.tokens / 1000 * credits_per_1k_tokens)
         return {"actions": self.actions, "credits": round(credits, 4)}
 
 
 class AgentLoop:
-    def __init__(self, planner, environment, budget, pricing, on_progress=None, should_stop=None):
+    def __init__(self, planner, environment, budget, pricing, state, on_progress=None, should_stop=None,
+                 secrets=None, response_schema=None):
         self.planner, self.environment, self.budget = planner, environment, budget
         self.pricing = pricing  # (credits per action, credits per 1k tokens)
+        self.state = state
         self.on_progress = on_progress or (lambda state: None)
         self.should_stop = should_stop or (lambda: False)
-        self.state = RunState()
+        self.secrets = secrets or Secrets()
+        self.response_schema = response_schema
+        self.repaired = False
 
     def usage(self):
         return self.state.usage(*self.pricing)
@@ -49,51 +65,106 @@ class AgentLoop:
     def run(self):
         """Run to an Outcome; the final trace entry describes it and carries the credits."""
         started = time.time()
-        outcome = None
+        self.environment.deadline = time.monotonic() + self.budget.wall_clock_seconds
         try:
             outcome = self._steps(started)
-        except BudgetExceeded as exc:
+        except (BudgetExceeded, PlannerError) as exc:
             outcome = Outcome("error", str(exc))
+        outcome = replace(outcome, text=self.secrets.redact(outcome.text),
+                          structured=self.secrets.redact(outcome.structured))
         self._trace_final(outcome)
         return outcome
 
     def _steps(self, started):
         repeats, last_key = 0, None
-        for _ in range(self.budget.max_steps):
+        # Bounded even when no action executes (answers being repaired): steps plus the answer and its repair.
+        for _ in range(self.budget.max_steps + 2):
             if self.should_stop():
                 return Outcome("error", "cancelled")
             if time.time() - started > self.budget.wall_clock_seconds:
                 raise BudgetExceeded(
                     f"Time limit reached: the task ran longer than {self.budget.wall_clock_seconds:g} s.")
-            action = self.planner.next_action(self.state.history)
-            self.state.tokens += getattr(self.planner, "tokens_used", lambda: 0)()
+            action = self.planner.next_action(self.state)
+            self.state.tokens += self.planner.tokens_used()
+            if self.state.actions >= self.budget.max_steps and action.name not in ENDINGS:
+                break
             repeats = repeats + 1 if action.key() == last_key else 1
             last_key = action.key()
             if repeats > self.budget.max_repeats:
                 raise BudgetExceeded(
-                    f"No progress: the action '{action.description or action.name}' was repeated "
-                    f"{repeats} times in a row.")
+                    f"No progress: the action '{self.secrets.redact(action.description or action.name)}' "
+                    f"was repeated {repeats} times in a row.")
             start = time.time()
             url = self.environment.url()
             try:
-                observation = self.environment.execute(action)
+                # The only place real secret values exist: the arguments handed to the environment.
+                observation = self.environment.execute(replace(action, args=self.secrets.substitute(action.args)))
             except Finish as finish:
-                return finish.outcome
+                outcome = self._finishing(action, finish.outcome)
+                if outcome is None:
+                    continue
+                return outcome
             end = time.time()
+            observation = replace(observation, text=self.secrets.redact(observation.text),
+                                  url=self.secrets.redact(observation.url or url))
             self.state.actions += 1
+            log.info("action %d: %s", self.state.actions, self.secrets.redact(action.description or action.name))
             self.state.trace.append({
-                "url": observation.url or url, "action": action.description or action.name,
+                "url": observation.url, "action": self.secrets.redact(action.description or action.name),
                 "startTs": _ts(start), "endTs": _ts(end), "durationMs": int((end - start) * 1000),
             })
-            self.state.history.append((action, observation))
+            self.state.conversation.add_call(action)
+            self.state.conversation.add_result(action.call_id, observation.text)
+            self.state.last = observation
             self.on_progress(self.state)
-        raise BudgetExceeded(f"Step limit reached: the task took more than {self.budget.max_steps} actions.")
+        raise BudgetExceeded(f"Step limit reached: the task needed more than {self.budget.max_steps} actions.")
+
+    def _finishing(self, action, outcome):
+        """Record how the run ends; None means "not yet": the answer goes back for its one repair."""
+        conversation = self.state.conversation
+        if outcome.status == "input-required":
+            conversation.add_call(action)
+            return replace(outcome, text=self.secrets.redact(outcome.text),
+                           hitl=self.secrets.redact(outcome.hitl))
+        if outcome.status != "success":
+            return outcome
+        if self.response_schema is None:
+            conversation.add_answer(self.secrets.redact(outcome.text))
+            return outcome
+        content, problem = _structured(outcome, self.response_schema)
+        if problem is None:
+            text = json.dumps(content, ensure_ascii=False)
+            conversation.add_answer(self.secrets.redact(text))
+            return Outcome("success", text, structured=content)
+        if not self.repaired and self.planner.can_repair:
+            self.repaired = True
+            conversation.add_call(action)
+            conversation.add_result(action.call_id, (
+                f"The answer does not match the required JSON Schema: {problem} "
+                "Call answer again with content that matches the schema."))
+            return None
+        return Outcome("error", f"The answer does not match the responseFormat JSON Schema: {problem}")
 
     def _trace_final(self, outcome):
         now = time.time()
         self.state.trace.append({
-            "url": self.environment.url(), "action": outcome.text if outcome.status == "success"
-            else f"{outcome.status}: {outcome.text}",
+            "url": self.secrets.redact(self.environment.url()),
+            "action": outcome.text if outcome.status == "success" else f"{outcome.status}: {outcome.text}",
             "credits": self.usage()["credits"],
             "startTs": _ts(now), "endTs": _ts(now), "durationMs": 0,
         })
+
+
+def _structured(outcome, schema):
+    """(content, None) when the answer validates against the schema, else (None, what is wrong)."""
+    content = outcome.structured
+    if content is None:
+        try:
+            content = json.loads(outcome.text)
+        except ValueError:
+            return None, "the answer is not JSON."
+    error = jsonschema.exceptions.best_match(jsonschema.validators.validator_for(schema)(schema).iter_errors(content))
+    if error is None:
+        return content, None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return None, f"{error.message}" + (f" (at {where})" if where else "") + "."

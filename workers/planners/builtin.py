@@ -1,27 +1,55 @@
 """The built-in planner: runs explicit step-by-step instructions, one step per line, no model."""
 import re
 
-from workers.agent.actions import Action
+from workers.agent.actions import Action, describe
+from workers.agent.conversation import new_call_id
+
+_Q = r"""(?:"(?P<{0}q>[^"]*)"|'(?P<{0}s>[^']*)'|(?P<{0}b>.+?))"""
+
+
+def _quoted(name):
+    return _Q.format(name)
+
+
+def _value(match, name):
+    for suffix in ("q", "s", "b"):
+        if match[name + suffix] is not None:
+            return match[name + suffix]
+    return None
+
+
+# The step grammar (README "Built-in planner"): regex → (tool name, argument builder).
+STEPS = [
+    (r"(?:go to|open|navigate to)\s+(?P<url>.+)", "go_to", lambda m: {"url": m["url"].strip()}),
+    (r"click(?: on)?\s+" + _quoted("target"), "click", lambda m: {"target": _value(m, "target")}),
+    (r"type\s+" + _quoted("text") + r"\s+into\s+" + _quoted("target"), "type",
+     lambda m: {"text": _value(m, "text"), "target": _value(m, "target")}),
+    (r"press\s+(?P<key>.+)", "press", lambda m: {"key": m["key"].strip()}),
+    (r"extract(?:\s+(?P<selector>.+))?", "extract", lambda m: {"selector": (m["selector"] or "body").strip()}),
+    (r"(?:what is the )?(?:current )?time\??", "current_time", lambda m: {}),
+    (r"read attachment(?:\s+(?P<key>\S+))?", "read_attachment",
+     lambda m: {"key": m["key"]} if m["key"] else {}),
+    (r"wait\s+(?P<seconds>\d+(?:\.\d+)?)\s*(?:s|sec|seconds?)?", "wait",
+     lambda m: {"seconds": float(m["seconds"])}),
+    (r"ask\s+(?P<question>.+)", "ask_user", lambda m: {"question": m["question"].strip()}),
+    (r"answer\s+(?P<text>.+)", "answer", lambda m: {"text": m["text"].strip()}),
+]
+STEPS = [(re.compile(rf"^{pattern}$", re.I | re.S), name, build) for pattern, name, build in STEPS]
+
+
+VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")  # {{name}}: an inputVariables value
 
 
 class UnparseableStep(ValueError):
     pass
 
 
-# step grammar: (regex, builder(match) -> Action)
-STEPS = [
-    (re.compile(r"^answer\s+(?P<text>.+)$", re.I | re.S),
-     lambda m: Action("answer", {"text": m["text"].strip()}, "answer")),
-    (re.compile(r"^wait\s+(?P<seconds>\d+(?:\.\d+)?)\s*(?:s|sec|seconds?)?$", re.I),
-     lambda m: Action("wait", {"seconds": float(m["seconds"])}, f"wait {m['seconds']} s")),
-]
-
-
 def parse_step(line):
-    for pattern, build in STEPS:
+    for pattern, name, build in STEPS:
         match = pattern.match(line.strip())
         if match:
-            return build(match)
+            args = build(match)
+            return Action(name, args, describe(name, args))
     raise UnparseableStep(line)
 
 
@@ -32,14 +60,17 @@ def split_steps(prompt):
 
 
 class BuiltinPlanner:
-    """Walks the steps in order; when they run out without an answer, answers with the last observation."""
+    """Walks the steps in order. A step that fails ends the task as error; when the steps run out
+    without an answer, the task answers with the last step's result."""
 
+    can_repair = False
     no_model_hint = ("The built-in planner runs explicit steps only (see the README's "
                      "'Built-in planner' section); set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL "
                      "to run free-form prompts with a language model.")
 
-    def __init__(self, prompt):
-        lines = split_steps(prompt)
+    def __init__(self, brief):
+        variables = {name: str(value) for name, value in brief.variables.items()}
+        lines = [VARIABLE.sub(lambda m: variables.get(m[1], m[0]), line) for line in split_steps(brief.prompt)]
         try:
             self.steps = [parse_step(line) for line in lines]
         except UnparseableStep as exc:
@@ -47,12 +78,20 @@ class BuiltinPlanner:
         if not self.steps:
             raise ValueError(f"The prompt has no steps. {self.no_model_hint}")
 
-    def next_action(self, history):
-        position = len(history)
+    def tokens_used(self):
+        return 0
+
+    def next_action(self, state):
+        if state.last is not None and state.last.failed:
+            return self._with_id(Action("fail", {"reason": state.last.text}, "fail"))
+        position = len(state.conversation.calls())
         if position < len(self.steps):
-            return self.steps[position]
-        last = history[-1][1].text if history else ""
-        return Action("answer", {"text": last}, "answer")
+            return self._with_id(self.steps[position])
+        return self._with_id(Action("answer", {"text": state.conversation.last_result()}, "answer"))
+
+    @staticmethod
+    def _with_id(action):
+        return Action(action.name, dict(action.args), action.description, new_call_id())
 
 
 __all__ = ["BuiltinPlanner", "parse_step", "split_steps"]

@@ -1,0 +1,271 @@
+"""The agent runtime planning with a model: a scripted OpenAI-compatible server plays it, a real worker runs."""
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.extensions import db
+from app.models import WebhookDelivery
+from tests.agent_support import CLOUD, run, stored_task
+from tests.conftest import WorkerProcess, poll, submit, wait_for_status
+from tests.llm_server import ScriptedModel, failure, text, tool_call
+from tests.page_server import PageServer
+
+MAX_STEPS = 6
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def model():
+    server = ScriptedModel()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def pages():
+    server = PageServer({"/article": "<html><head><title>Herons</title></head><body><nav>Menu</nav>"
+                                     "<h1>The grey heron</h1><p class='lead'>A long-legged bird.</p></body></html>"})
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def model_worker(app, model):
+    proc = WorkerProcess(env=model.env(MAX_STEPS=MAX_STEPS, NO_PROGRESS_REPEATS=3), name="model")
+    yield proc
+    proc.stop()
+
+
+
+
+def test_general_agent_uses_its_tools_and_is_briefed(client, api_key, model, model_worker):
+    model.script(tool_call("current_time"), tool_call("answer", text="It is late in Tokyo."))
+    request_id, body = run(client, api_key, {
+        "prompt": "What time is it?", "timeZone": "Asia/Tokyo",
+        "inputVariables": {"customer": "Ada"}, "additionalContext": {"tone": "brief"},
+        "chatHistory": [{"role": "user", "content": "Hi, I am Ada."}, {"role": "assistant", "content": "Hello Ada!"}],
+    })
+    assert body["status"] == "success", body
+    assert body["response"]["output"] == {"type": "text", "content": "It is late in Tokyo."}
+    assert body["response"]["text"] == "It is late in Tokyo."
+    first, second = model.bodies()
+    assert first["model"] == "scripted-model"
+    tools = {t["function"]["name"] for t in first["tools"]}
+    assert {"answer", "ask_user", "current_time", "read_attachment"} <= tools and "go_to" not in tools
+    system = first["messages"][0]["content"]
+    assert "Asia/Tokyo" in system and '"customer": "Ada"' in system and "tone: brief" in system
+    assert [m["content"] for m in first["messages"][1:]] == ["Hi, I am Ada.", "Hello Ada!", "What time is it?"]
+    observation = second["messages"][-1]
+    assert observation["role"] == "tool" and "Asia/Tokyo" in observation["content"]
+    trace = body["response"]["actionTrace"]
+    assert trace[0]["action"] == "current time"
+    # 1 action + 2 model calls of 1000 tokens at 0.1 credits per 1k tokens.
+    assert body["usage"] == {"actions": 1, "credits": 1.2}
+    assert trace[-1]["credits"] == 1.2
+
+
+def test_web_agent_reads_pages_in_cloud_mode(client, api_key, model, pages, model_worker):
+    model.script(tool_call("go_to", url=pages.url("/article")), tool_call("extract", selector="p.lead"),
+                 text("The grey heron is a long-legged bird."))
+    _, body = run(client, api_key, {"prompt": "/Operator What is the heron article about?"})
+    assert body["status"] == "success", body
+    requests = model.bodies()
+    tools = {t["function"]["name"] for t in requests[0]["tools"]}
+    assert {"go_to", "extract", "answer"} <= tools and "click" not in tools
+    assert requests[0]["messages"][-1]["content"] == "What is the heron article about?"
+    assert "The grey heron" in requests[1]["messages"][-1]["content"]
+    assert requests[2]["messages"][-1]["content"] == "A long-legged bird."
+    trace = body["response"]["actionTrace"]
+    assert [e["action"] for e in trace[:2]] == [f"go to {pages.url('/article')}", "extract p.lead"]
+    assert trace[1]["url"] == pages.url("/article")
+    assert body["response"]["text"] == "The grey heron is a long-legged bird."
+
+
+def test_secrets_never_reach_the_model(client, api_key, model, pages, model_worker):
+    secret = "s3cr3t-Tok3n-9f8e"
+    model.script(
+        tool_call("go_to", url=pages.url("/echo?token=${API_TOKEN}&user=ada")),
+        tool_call("extract", selector="li.param"),
+        tool_call("answer", text="The page received ${API_TOKEN}."))
+    request_id, body = run(client, api_key, {
+        "prompt": "/Operator Open the echo page with token ${API_TOKEN} and tell me what it received.",
+        "chatHistory": [{"role": "user", "content": f"My token is {secret}, keep it safe."}],
+        "secretVariables": {"API_TOKEN": secret},
+        "callbackUrl": "https://127.0.0.1:9/hook", "callbackSecret": "cb",
+    })
+    assert body["status"] == "success", body
+    # The page (the tool's far end) received the real value...
+    assert any(f"token={secret}" in path for path in pages.requests)
+    # ...the model never did, although the page echoed it back.
+    recorded = model.recorded()
+    assert len(recorded) == 3
+    assert not any(secret in raw for raw in recorded)
+    assert "token=${API_TOKEN}" in model.bodies()[2]["messages"][-1]["content"]
+    # Trace, output, stored history, webhook payload and logs show the placeholder only.
+    assert secret not in json.dumps(body)
+    assert body["response"]["text"] == "The page received ${API_TOKEN}."
+    assert "token=${API_TOKEN}" in body["response"]["actionTrace"][0]["action"]
+    assert "${API_TOKEN}" in body["response"]["actionTrace"][1]["url"]
+    task = stored_task(request_id)
+    assert secret not in json.dumps(task.messages) and "${API_TOKEN}" in json.dumps(task.messages)
+    assert task.secrets_sealed is None  # purged when the task ended
+    delivery = db.session.query(WebhookDelivery).filter_by(task_id=request_id).one()
+    assert secret not in delivery.payload and "${API_TOKEN}" in delivery.payload
+    assert secret not in Path(model_worker.log.name).read_text()
+
+
+def test_structured_output_valid(client, api_key, model, model_worker):
+    schema = {"type": "object", "properties": {"bird": {"type": "string"}, "legs": {"type": "integer"}},
+              "required": ["bird", "legs"]}
+    model.script(tool_call("answer", content={"bird": "heron", "legs": 2}))
+    _, body = run(client, api_key, {"prompt": "Describe a heron.",
+                                     "responseFormat": {"type": "jsonSchema", "jsonSchema": schema}})
+    assert body["status"] == "success", body
+    assert body["response"]["output"] == {"type": "structured", "content": {"bird": "heron", "legs": 2}}
+    assert body["response"]["structuredOutput"] == {"bird": "heron", "legs": 2}
+    request = model.bodies()[0]
+    assert json.dumps(schema) in request["messages"][0]["content"]
+    answer_tool = next(t for t in request["tools"] if t["function"]["name"] == "answer")
+    assert answer_tool["function"]["parameters"]["properties"]["content"] == schema
+
+
+def test_structured_output_repaired_once(client, api_key, model, model_worker):
+    schema = {"type": "object", "properties": {"legs": {"type": "integer"}}, "required": ["legs"]}
+    model.script(tool_call("answer", content={"legs": "two"}), text('{"legs": 2}'))
+    _, body = run(client, api_key, {"prompt": "How many legs?",
+                                     "responseFormat": {"type": "jsonSchema", "jsonSchema": schema}})
+    assert body["status"] == "success", body
+    assert body["response"]["output"] == {"type": "structured", "content": {"legs": 2}}
+    repair = model.bodies()[1]["messages"][-1]
+    assert repair["role"] == "tool" and "'two' is not of type 'integer'" in repair["content"]
+
+
+def test_structured_output_still_invalid_is_an_error(client, api_key, model, model_worker):
+    schema = {"type": "object", "properties": {"legs": {"type": "integer"}}, "required": ["legs"]}
+    model.script(tool_call("answer", content={"legs": "two"}), tool_call("answer", content={"wings": 2}))
+    _, body = run(client, api_key, {"prompt": "How many legs?",
+                                     "responseFormat": {"type": "jsonSchema", "jsonSchema": schema}})
+    assert body["status"] == "error"
+    assert body["response"]["text"] == ("The answer does not match the responseFormat JSON Schema: "
+                                        "'legs' is a required property.")
+    assert len(model.bodies()) == 2
+
+
+def test_step_budget(client, api_key, model, model_worker):
+    model.script(*[tool_call("wait", seconds=i / 1000) for i in range(MAX_STEPS + 1)])
+    _, body = run(client, api_key, {"prompt": "Keep waiting."})
+    assert body["status"] == "error"
+    assert body["response"]["text"] == f"Step limit reached: the task needed more than {MAX_STEPS} actions."
+    assert body["usage"]["actions"] == MAX_STEPS
+
+
+def test_no_progress_budget(client, api_key, model, model_worker):
+    model.script(*[tool_call("current_time")] * 4)
+    _, body = run(client, api_key, {"prompt": "What time is it?"})
+    assert body["status"] == "error"
+    assert body["response"]["text"] == "No progress: the action 'current time' was repeated 4 times in a row."
+    assert body["usage"]["actions"] == 3
+
+
+def test_conversation_continues_only_without_clear_chat(client, api_key, model, model_worker):
+    model.script(text("Noted: the code word is heron."))
+    first, body = run(client, api_key, {"prompt": "Remember the code word heron."})
+    assert body["status"] == "success"
+
+    model.script(text("heron"))
+    _, body = run(client, api_key, {"prompt": "What was the code word?", "previousRequestId": first,
+                                     "clearChat": False})
+    assert body["status"] == "success"
+    messages = model.bodies()[0]["messages"][1:]
+    assert messages == [{"role": "user", "content": "Remember the code word heron."},
+                        {"role": "assistant", "content": "Noted: the code word is heron."},
+                        {"role": "user", "content": "What was the code word?"}]
+
+    model.script(text("I don't know."))
+    _, body = run(client, api_key, {"prompt": "What was the code word?", "previousRequestId": first})
+    assert body["status"] == "success"
+    assert model.bodies()[0]["messages"][1:] == [{"role": "user", "content": "What was the code word?"}]
+
+
+def test_input_required_then_answer_then_success(client, api_key, other_key, model, model_worker):
+    model.script(tool_call("ask_user", question="Which city?"))
+    request_id, body = run(client, api_key, {"prompt": "Book a table for tonight."},
+                            statuses=("input-required", "success", "error"))
+    assert body["status"] == "input-required", body
+    assert body["completedAt"] is None
+    assert body["response"]["output"] == {"type": "text", "content": "Which city?"}
+    hitl = body["hitlInputMetadata"]
+    assert hitl["action"]["name"] == "prompt_for_user_input" and hitl["inputId"]
+    assert stored_task(request_id).lease_owner is None
+
+    url = f"/fast/v2/remote-dispatch/responses/{request_id}/input"
+    assert client.post(url, json={"answer": "Lyon"}, headers={"x-api-key": other_key}).status_code == 404
+    wrong = client.post(url, json={"answer": "Lyon", "inputId": "nope"}, headers={"x-api-key": api_key})
+    assert wrong.status_code == 409 and wrong.get_json()["error"] == "Conflict"
+    assert client.post(url, json={}, headers={"x-api-key": api_key}).status_code == 400
+
+    model.script(tool_call("answer", text="Booked in Lyon."))
+    resumed = client.post(url, json={"answer": "Lyon", "inputId": hitl["inputId"]}, headers={"x-api-key": api_key})
+    assert resumed.status_code == 202 and resumed.get_json() == {"requestId": request_id}
+    body = wait_for_status(client, api_key, request_id)
+    assert body["status"] == "success", body
+    assert body["response"]["text"] == "Booked in Lyon."
+    assert body["completedAt"] is not None
+    last = model.bodies()[0]["messages"]
+    assert last[-2]["tool_calls"][0]["function"]["name"] == "ask_user"
+    assert last[-1] == {"role": "tool", "tool_call_id": last[-2]["tool_calls"][0]["id"], "content": "Lyon"}
+
+    again = client.post(url, json={"answer": "Paris"}, headers={"x-api-key": api_key})
+    assert again.status_code == 409
+
+
+def test_paused_task_continues_in_a_new_task(client, api_key, model, model_worker):
+    model.script(tool_call("ask_user", question="Which city?"))
+    paused, body = run(client, api_key, {"prompt": "Book a table."}, statuses=("input-required", "error"))
+    assert body["status"] == "input-required"
+    model.script(text("Booked in Lyon."))
+    _, body = run(client, api_key, {"prompt": "Lyon, please.", "previousRequestId": paused, "clearChat": False})
+    assert body["status"] == "success"
+    messages = model.bodies()[0]["messages"][1:]
+    assert messages[0] == {"role": "user", "content": "Book a table."}
+    assert messages[1]["tool_calls"][0]["function"]["name"] == "ask_user"
+    assert messages[2]["role"] == "tool" and messages[2]["tool_call_id"] == messages[1]["tool_calls"][0]["id"]
+    assert messages[3] == {"role": "user", "content": "Lyon, please."}
+
+
+def test_pending_task_shows_its_progress(client, api_key, model, model_worker):
+    release = threading.Event()
+
+    def held(_request):
+        release.wait(30)
+        return {"tool_calls": [{"name": "answer", "arguments": {"text": "done"}}]}
+
+    model.script(tool_call("current_time"), held)
+    request_id = submit(client, api_key, {"prompt": "Time?", **CLOUD}).get_json()["requestId"]
+    try:
+        body = wait_for_status(client, api_key, request_id, statuses=("pending",))
+        while not body["progress"]["actionTrace"]:
+            body = poll(client, api_key, request_id).get_json()
+        assert body["status"] == "pending"
+        assert body["progress"]["actionTrace"][0]["action"] == "current time"
+        assert body["usage"]["actions"] == 1
+    finally:
+        release.set()
+    assert wait_for_status(client, api_key, request_id)["status"] == "success"
+
+
+def test_transient_model_errors_are_retried(client, api_key, model, model_worker):
+    model.script(failure(503), text("fine"))
+    _, body = run(client, api_key, {"prompt": "How are you?"})
+    assert body["status"] == "success", body
+    assert body["response"]["text"] == "fine"
+    assert len(model.recorded()) == 2
+
+
+def test_a_refusing_model_ends_the_task_with_its_reason(client, api_key, model, model_worker):
+    model.script(failure(401, "invalid api key"))
+    _, body = run(client, api_key, {"prompt": "How are you?"})
+    assert body["status"] == "error"
+    assert body["response"]["text"] == "The language model refused the request (HTTP 401): invalid api key"

@@ -1,0 +1,123 @@
+"""The agent runtime's parts, run in-process (no broker): budgets, redaction, page reading."""
+import logging
+
+import pytest
+
+from app.crypto import seal
+from app.extensions import db
+from app.models import ApiKey, Task
+from tests.conftest import poll
+from workers import runner
+from workers.agent import pages
+from workers.agent.secrets import Secrets
+
+
+def _task(api_key, prompt, mode="cloud", secrets=None, **options):
+    key = db.session.query(ApiKey).filter_by(prefix=api_key[:10]).one()
+    task = Task(api_key_id=key.id, status="pending", agent="web" if prompt.startswith("/Operator") else "general",
+                execution_mode=mode, prompt=prompt, options=options, secrets_sealed=seal(secrets))
+    db.session.add(task)
+    db.session.commit()
+    return task.id
+
+
+@pytest.fixture
+def config(app):
+    saved = dict(app.config)
+    yield app.config
+    app.config.clear()
+    app.config.update(saved)
+
+
+def test_wall_clock_budget(client, api_key, config):
+    config["TASK_TIMEOUT_SECONDS"] = 0.2
+    task_id = _task(api_key, "wait 3600\nanswer too late")  # the wait ends at the limit
+    runner.execute_task(task_id)
+    body = poll(client, api_key, task_id).get_json()
+    assert body["status"] == "error"
+    assert body["response"]["text"] == "Time limit reached: the task ran longer than 0.2 s."
+    assert body["usage"]["actions"] == 1
+
+
+def test_the_last_allowed_step_may_still_answer(client, api_key, config):
+    config["MAX_STEPS"] = 2
+    task_id = _task(api_key, "wait 0\nwait 0\nanswer done")
+    runner.execute_task(task_id)
+    assert poll(client, api_key, task_id).get_json()["response"]["text"] == "done"
+    task_id = _task(api_key, "wait 0\nwait 0\nwait 0\nanswer done")
+    runner.execute_task(task_id)
+    body = poll(client, api_key, task_id).get_json()
+    assert body["status"] == "error"
+    assert body["response"]["text"] == "Step limit reached: the task needed more than 2 actions."
+
+
+def test_web_agent_without_its_browser_says_so(client, api_key):
+    task_id = _task(api_key, "/Operator go to https://example.com", mode="cloud_browser")
+    runner.execute_task(task_id)
+    body = poll(client, api_key, task_id).get_json()
+    assert body["status"] == "error"
+    assert "no 'cloud_browser' browser" in body["response"]["text"]
+
+
+def test_unsafe_urls_are_refused_by_the_page_reader(client, api_key, config):
+    config["ALLOW_PRIVATE_URLS"] = False
+    task_id = _task(api_key, "/Operator go to http://127.0.0.1:9/admin")
+    runner.execute_task(task_id)
+    body = poll(client, api_key, task_id).get_json()
+    assert body["status"] == "error"
+    assert body["response"]["text"].startswith("Refused to open the page:")
+
+
+def test_unparseable_prompt_names_the_model_settings(client, api_key):
+    task_id = _task(api_key, "please book me a flight", secrets={"X": "y"})
+    runner.execute_task(task_id)
+    body = poll(client, api_key, task_id).get_json()
+    assert body["status"] == "error" and "LLM_MODEL" in body["response"]["text"]
+    assert db.session.get(Task, task_id).secrets_sealed is None
+
+
+def test_logs_are_redacted_while_a_task_runs(caplog):
+    secrets = Secrets({"PW": "hunter2", "PIN": "hunter"})
+    logger = logging.getLogger("some.library")
+    caplog.set_level(logging.INFO)
+    with secrets.redacting_logs():
+        logger.info("connecting with %s", "hunter2")
+        try:
+            raise RuntimeError("bad password hunter2")
+        except RuntimeError:
+            logger.exception("failed")
+    logger.info("after: %s", "hunter2")  # the filter is gone once the task has run
+    text = caplog.text
+    assert "connecting with ${PW}" in text and "bad password ${PW}" in text
+    assert text.count("hunter2") == 1 and "after: hunter2" in text
+
+
+def test_secrets_substitute_and_redact():
+    secrets = Secrets({"USER": "ada", "TOKEN": "t-123"})
+    args = {"url": "https://x/?u=${USER}&t=${TOKEN}&k=${OTHER}", "n": 3, "list": ["${USER}"]}
+    real = secrets.substitute(args)
+    assert real == {"url": "https://x/?u=ada&t=t-123&k=${OTHER}", "n": 3, "list": ["ada"]}
+    assert secrets.redact(real) == args
+
+
+@pytest.mark.parametrize("selector, expected", [
+    ("h1", "Title"),
+    ("#main > p", "one\ntwo"),
+    ("div.box p", "one\ntwo"),
+    ("div section .note", "nested"),
+    ("a[href^='https']", "link"),
+    ("li", "a\nb"),
+    ("td", "1\n2"),
+    ("h1, .note", "Title\nnested"),
+])
+def test_css_selectors(selector, expected):
+    page = pages.Page("u", "<html><head><title>T</title><script>x()</script></head><body><h1>Title</h1>"
+                           "<div id=main class='box wide'><p>one<p>two<section><span class=note>nested</span>"
+                           "</section></div><a href='https://e.com'>link</a><ul><li>a<li>b</ul>"
+                           "<table><tr><td>1<td>2</table></body></html>")
+    assert page.extract(selector) == expected
+
+
+def test_data_urls_need_no_network():
+    page = pages.fetch("data:text/html,<h1>Hi%20there</h1>", allow_private=False, timeout=1)
+    assert page.extract("h1") == "Hi there"
