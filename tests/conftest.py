@@ -7,7 +7,7 @@ import pytest
 from cryptography.fernet import Fernet
 from flask.testing import FlaskClient
 
-from tests.processes import WorkerProcess
+from tests.processes import ROOT, WorkerProcess  # noqa: F401 (re-exported for tests)
 
 TEST_DATABASE_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/" + os.environ.get("TEST_DB", "remote_dispatch_test"))
