@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import Webhook
 
 from app import lifecycle
 from app.extensions import db
-from app.models import ApiKey, WebhookDelivery, now_plus
+from app.models import ApiKey, Task, WebhookDelivery, now_plus
 from app.webhooks import delivery
 from tests.conftest import attempts_of, delivery_of, make_key, poll, submit
 from workers import sweeps, webhooks
@@ -253,6 +253,17 @@ def test_concurrent_workers_send_an_attempt_once(app, client, api_key, receiver)
     assert len(receiver.received) == 1
     assert sum(1 for outcome in outcomes if outcome is not None) == 1
     assert len(attempts_of(webhook_id)) == 1
+
+
+def test_a_request_that_cannot_be_prepared_is_a_logged_failed_attempt(client, api_key, receiver):
+    request_id, webhook_id = finished(client, api_key, receiver)
+    db.session.execute(update(Task).where(Task.id == request_id).values(callback_sealed="not-fernet"))
+    db.session.commit()
+    assert webhooks.deliver(webhook_id).error == "internal error preparing the request"
+    assert receiver.received == []
+    row = delivery_of(request_id)
+    assert row.lease_owner is None and row.state == "pending"
+    assert attempts_of(webhook_id)[0].error == "internal error preparing the request"
 
 
 def test_a_claimed_delivery_cannot_be_claimed_again(client, api_key, receiver):

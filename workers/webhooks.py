@@ -35,10 +35,14 @@ def deliver(delivery_id):
         log.info("webhook %s not due or already being sent; message ignored", delivery_id)
         return None
     row = db.session.get(WebhookDelivery, delivery_id)
-    task = db.session.get(Task, row.task_id)
-    headers = request_headers(row, task, claimed.started_at)
+    url, body = row.url, row.payload.encode()
+    try:
+        headers = request_headers(row, db.session.get(Task, row.task_id), claimed.started_at)
+    except Exception:  # e.g. a secret sealed under another ENCRYPTION_KEY: a failed attempt, logged
+        log.exception("cannot prepare webhook %s", delivery_id)
+        headers = None
     db.session.commit()  # no transaction stays open while we wait on the receiver
-    outcome = post(row.url, row.payload.encode(), headers)
+    outcome = post(url, body, headers) if headers else Outcome(error="internal error preparing the request")
     delivery.record(delivery_id, owner, claimed, outcome)
     log.info("webhook %s attempt %d: %s", delivery_id, claimed.attempt,
              outcome.status_code or outcome.error)
