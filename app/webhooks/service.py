@@ -11,16 +11,7 @@ from . import delivery, outbox
 def delivery_log(api_key_id, task_id):
     """Every delivery of the caller's task with its attempts, oldest first."""
     task = get_task(api_key_id, task_id)
-    rows = db.session.execute(
-        select(WebhookDelivery).where(WebhookDelivery.task_id == task.id)
-        .order_by(WebhookDelivery.created_at, WebhookDelivery.id)
-    ).scalars().all()
-    attempts = {}
-    for attempt in db.session.execute(
-            select(WebhookAttempt).where(WebhookAttempt.delivery_id.in_([row.id for row in rows]))
-            .order_by(WebhookAttempt.id)).scalars():
-        attempts.setdefault(attempt.delivery_id, []).append(attempt)
-    return {"requestId": task.id, "deliveries": [_view(row, attempts.get(row.id, [])) for row in rows]}
+    return {"requestId": task.id, "deliveries": _views(task.id)}
 
 
 def redeliver(api_key_id, task_id, webhook_id=None):
@@ -38,7 +29,20 @@ def redeliver(api_key_id, task_id, webhook_id=None):
         raise ApiError(409, "Conflict", f"Webhook '{delivery_id}' is being sent right now; retry shortly.")
     db.session.commit()
     outbox.publish(delivery_id)
-    return next(d for d in delivery_log(api_key_id, task_id)["deliveries"] if d["webhookId"] == delivery_id)
+    return _views(task.id, delivery_id)[0]
+
+
+def _views(task_id, delivery_id=None):
+    stmt = select(WebhookDelivery).where(WebhookDelivery.task_id == task_id)
+    if delivery_id:
+        stmt = stmt.where(WebhookDelivery.id == delivery_id)
+    rows = db.session.execute(stmt.order_by(WebhookDelivery.created_at, WebhookDelivery.id)).scalars().all()
+    attempts = {}
+    for attempt in db.session.execute(
+            select(WebhookAttempt).where(WebhookAttempt.delivery_id.in_([row.id for row in rows]))
+            .order_by(WebhookAttempt.id)).scalars():
+        attempts.setdefault(attempt.delivery_id, []).append(attempt)
+    return [_view(row, attempts.get(row.id, [])) for row in rows]
 
 
 def _not_found(task_id, webhook_id):
