@@ -1,6 +1,8 @@
 """Schemas of the delivery log and redelivery endpoints."""
 import marshmallow as ma
-from marshmallow import EXCLUDE, fields
+from marshmallow import fields
+
+from ..dispatch.schemas import LenientSchema
 
 
 class AttemptSchema(ma.Schema):
@@ -28,9 +30,6 @@ class DeliveryLogSchema(ma.Schema):
     deliveries = fields.List(fields.Nested(DeliverySchema), required=True)
 
 
-class RedeliverSchema(ma.Schema):
-    class Meta:
-        unknown = EXCLUDE
-
+class RedeliverSchema(LenientSchema):
     webhookId = fields.String(load_default=None, allow_none=True, metadata={
         "description": "which delivery to send again; default the task's latest"})
