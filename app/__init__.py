@@ -10,6 +10,7 @@ def create_app(overrides=None):
     from .api import api
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
+    from .webhooks.routes import blp as webhooks_blp
 
     app = Flask(__name__)
     app.config.update(settings.load())
@@ -33,6 +34,7 @@ def create_app(overrides=None):
     api.init_app(app)
 
     api.register_blueprint(dispatch_blp)
+    api.register_blueprint(webhooks_blp)
     app.register_blueprint(health.blp)
 
     errors.register(app)

@@ -1,7 +1,6 @@
 """`flask keys ...`: create, list and revoke API keys; `flask openapi write`."""
 import json
 import os
-from datetime import timedelta
 
 import click
 from flask import current_app
@@ -10,7 +9,7 @@ from sqlalchemy import func, select
 
 from .crypto import hash_key, new_api_key, new_webhook_secret, seal, unseal
 from .extensions import db
-from .models import ApiKey
+from .models import ApiKey, now_plus
 
 keys = AppGroup("keys", help="Manage API keys.")
 
@@ -73,7 +72,7 @@ def rotate_webhook_secret(ident, grace_hours):
     """Issue a new webhook signing secret; the old one keeps signing during the grace period."""
     key = _find(ident)
     key.previous_webhook_secret = key.webhook_secret
-    key.previous_webhook_secret_expires_at = func.now() + timedelta(hours=grace_hours)
+    key.previous_webhook_secret_expires_at = now_plus(grace_hours * 3600)
     key.webhook_secret = seal(new_webhook_secret())
     db.session.commit()
     click.echo(f"webhook secret: {unseal(key.webhook_secret)}")

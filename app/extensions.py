@@ -58,12 +58,13 @@ def _transport_options(app, broker_url):
         import os
 
         folder = os.path.join(app.config["VAR_DIR"], "broker")
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             os.makedirs(os.path.join(folder, sub), exist_ok=True)
         return {
             "data_folder_in": os.path.join(folder, "queue"),
             "data_folder_out": os.path.join(folder, "queue"),
             "processed_folder": os.path.join(folder, "processed"),
+            "control_folder": os.path.join(folder, "control"),
             "store_processed": False,
         }
     # Publisher confirms: a publish returns only once the broker has the message.

@@ -118,10 +118,16 @@ class WebhookDelivery(db.Model):
     url: Mapped[str] = mapped_column(Text)
     payload: Mapped[str] = mapped_column(Text)  # the exact body, so retries send the same bytes
     state: Mapped[str] = mapped_column(String(20), default="pending")  # pending/delivered/failed
+    # Attempts since the delivery was (re)queued: the position in the retry schedule.
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     next_attempt_at = mapped_column(UtcDateTime, server_default=now())
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
     delivered_at = mapped_column(UtcDateTime)
+    # Last publish to the webhooks queue; beat re-publishes a due delivery not published since.
+    dispatched_at = mapped_column(UtcDateTime)
+    # The worker making an attempt right now: two workers never send the same attempt.
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at = mapped_column(UtcDateTime)
 
     __table_args__ = (Index("ix_webhook_deliveries_due", "state", "next_attempt_at"),)
 

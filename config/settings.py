@@ -16,6 +16,14 @@ def _env(name, default=None, cast=str):
     return cast(value)
 
 
+# Immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (DESIGN.md §4).
+DEFAULT_RETRY_SCHEDULE = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+
+
+def _seconds_list(value):
+    return tuple(float(part) for part in value.split(",") if part.strip())
+
+
 def _var_dir():
     path = Path(_env("VAR_DIR", str(ROOT / "var")))
     path.mkdir(parents=True, exist_ok=True)
@@ -70,5 +78,10 @@ def load():
         # Outbound URLs: callbacks, MCP servers, page fetches.
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
+        # Webhook delivery: seconds before each attempt (the first is immediate), then `failed`.
+        "WEBHOOK_RETRY_SCHEDULE": _env("WEBHOOK_RETRY_SCHEDULE", DEFAULT_RETRY_SCHEDULE, _seconds_list),
+        "WEBHOOK_RETRY_JITTER": _env("WEBHOOK_RETRY_JITTER", 0.1, float),
+        "WEBHOOK_TIMEOUT_SECONDS": _env("WEBHOOK_TIMEOUT_SECONDS", 15, float),
+        "WEBHOOK_CA_BUNDLE": _env("WEBHOOK_CA_BUNDLE"),  # unset: certifi's bundle
         "WAIT_TIMEOUT_SECONDS": _env("WAIT_TIMEOUT_SECONDS", 120, float),
     }

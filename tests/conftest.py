@@ -123,9 +123,65 @@ def wait_for_status(client, key, request_id, statuses=("success", "error"), time
     raise AssertionError(f"task {request_id} still {body['status']} after {timeout}s: {body}")
 
 
+def wait_until(predicate, what="condition", timeout=30):
+    """Return `predicate()`'s first truthy value; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 @pytest.fixture(scope="module")
 def worker(app):
     """One worker consuming both queues, for the tests of one module."""
     proc = WorkerProcess(name="module")
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="session")
+def webhook_ca():
+    """A trustme CA; returns (ca, path of its PEM) for WEBHOOK_CA_BUNDLE."""
+    import trustme
+
+    ca = trustme.CA()
+    path = os.path.join(os.environ["VAR_DIR"], "webhook-ca.pem")
+    ca.cert_pem.write_to_path(path)
+    return ca, path
+
+
+@pytest.fixture
+def receiver(webhook_ca):
+    """A real HTTPS webhook receiver on loopback, trusted through `webhook_ca`."""
+    from tests.webhook_receiver import WebhookReceiver
+
+    server = WebhookReceiver(webhook_ca[0]).start()
+    yield server
+    server.stop()
+
+
+def delivery_of(request_id):
+    """The webhook delivery row of a task (fresh from the database), or None."""
+    from sqlalchemy import select
+
+    from app.extensions import db
+    from app.models import WebhookDelivery
+
+    db.session.rollback()
+    return db.session.execute(
+        select(WebhookDelivery).where(WebhookDelivery.task_id == request_id)).scalar_one_or_none()
+
+
+def attempts_of(webhook_id):
+    """The logged attempts of a delivery, oldest first."""
+    from sqlalchemy import select
+
+    from app.extensions import db
+    from app.models import WebhookAttempt
+
+    db.session.rollback()
+    return db.session.execute(select(WebhookAttempt).where(WebhookAttempt.delivery_id == webhook_id)
+                              .order_by(WebhookAttempt.id)).scalars().all()

@@ -5,7 +5,7 @@ import pytest
 
 from app.extensions import db
 from app.models import Task
-from tests.conftest import WorkerProcess, submit, wait_for_status
+from tests.conftest import WorkerProcess, submit, wait_for_status, wait_until
 from workers import sweeps
 
 CLOUD = {"executionMode": "cloud"}
@@ -18,26 +18,16 @@ def _task(task_id):
     return db.session.get(Task, task_id)
 
 
-def _wait_until(predicate, timeout=30, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _kill_mid_run(client, api_key, prompt):
     """Submit, let a short-lease worker claim the task, SIGKILL it, wait for its lease to lapse."""
     doomed = WorkerProcess(queues="tasks", concurrency=1, env={"LEASE_SECONDS": "2"}, name="doomed")
     try:
         request_id = submit(client, api_key, {"prompt": prompt, **CLOUD}).get_json()["requestId"]
-        _wait_until(lambda: _task(request_id).lease_owner, what="the claim")
+        wait_until(lambda: _task(request_id).lease_owner, what="the claim")
         doomed.kill()
     finally:
         doomed.kill()
-    _wait_until(lambda: sweeps.expire_leases() != {"retried": 0, "ended": 0}, what="the lease to expire")
+    wait_until(lambda: sweeps.expire_leases() != {"retried": 0, "ended": 0}, what="the lease to expire")
     return request_id
 
 

@@ -10,6 +10,7 @@ app.conf.beat_schedule = {
     "dispatch-undispatched-tasks": {"task": "workers.sweep_undispatched", "schedule": _sweep},
     "expire-leases": {"task": "workers.sweep_expired_leases", "schedule": _sweep},
     "end-unanswered-input": {"task": "workers.sweep_input_timeouts", "schedule": _sweep},
+    "publish-due-webhooks": {"task": "workers.sweep_webhooks", "schedule": _sweep},
 }
 
 from workers import tasks  # noqa: E402,F401  (registers the tasks)

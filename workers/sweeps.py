@@ -1,13 +1,15 @@
-"""Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end unanswered questions."""
+"""Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
+unanswered questions; publish webhook deliveries that are due."""
 import logging
 
 from flask import current_app
-from sqlalchemy import or_, select
+from sqlalchemy import and_, or_, select
 
 from app import lifecycle
 from app.dispatch.service import dispatch
 from app.extensions import db
-from app.models import Task, now, now_plus
+from app.models import Task, WebhookDelivery, now, now_plus
+from app.webhooks import delivery, outbox
 
 log = logging.getLogger(__name__)
 BATCH = 500
@@ -73,3 +75,26 @@ def expire_input_requests():
     if waiting:
         log.info("ended %d tasks left waiting for input", ended)
     return ended
+
+
+def publish_due_webhooks():
+    """Publish deliveries that are due and not published since they became due: a retry whose
+    time has come, a publish lost while the broker was down, a dead worker's attempt."""
+    config = current_app.config
+    delivery.release_expired_leases()
+    published = WebhookDelivery.dispatched_at
+    ids = db.session.execute(
+        select(WebhookDelivery.id).where(
+            WebhookDelivery.state == "pending", WebhookDelivery.lease_owner.is_(None),
+            WebhookDelivery.next_attempt_at <= delivery.clock,
+            or_(and_(published.is_(None),
+                     WebhookDelivery.next_attempt_at < now_plus(-config["DISPATCH_GRACE_SECONDS"])),
+                published < WebhookDelivery.next_attempt_at,
+                published < now_plus(-config["REDISPATCH_AFTER_SECONDS"])))
+        .order_by(WebhookDelivery.next_attempt_at).limit(BATCH)
+    ).scalars().all()
+    db.session.commit()
+    sent = sum(1 for delivery_id in ids if outbox.publish(delivery_id))
+    if ids:
+        log.info("published %d of %d due webhook deliveries", sent, len(ids))
+    return sent

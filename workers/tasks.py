@@ -1,7 +1,7 @@
 """Celery tasks: thin wrappers over plain functions that tests call without a broker."""
 from celery import shared_task
 
-from . import runner, sweeps
+from . import runner, sweeps, webhooks
 
 
 @shared_task(name="workers.run_task")
@@ -22,3 +22,13 @@ def sweep_expired_leases():
 @shared_task(name="workers.sweep_input_timeouts")
 def sweep_input_timeouts():
     return sweeps.expire_input_requests()
+
+
+@shared_task(name="workers.deliver_webhook")
+def deliver_webhook(delivery_id):
+    webhooks.deliver(delivery_id)
+
+
+@shared_task(name="workers.sweep_webhooks")
+def sweep_webhooks():
+    return sweeps.publish_due_webhooks()

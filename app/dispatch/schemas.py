@@ -5,7 +5,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import jsonschema
 import marshmallow as ma
+from flask import current_app
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
+
+from ..netguard import UnsafeUrl, check_url
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
 CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re.IGNORECASE)
@@ -105,6 +108,11 @@ class SubmitSchema(LenientSchema):
         parts = urlsplit(value)
         if parts.scheme != "https" or not parts.hostname:
             raise ValidationError("callbackUrl must be an https:// URL.")
+        if not current_app.config["ALLOW_PRIVATE_URLS"]:  # checked again at each delivery
+            try:
+                check_url(value, schemes=("https",))
+            except UnsafeUrl as exc:
+                raise ValidationError(f"{exc}.") from None
 
     @validates("callbackHeaders")
     def _allowed_headers(self, value, **_):

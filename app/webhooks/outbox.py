@@ -4,9 +4,10 @@ import logging
 import secrets
 
 from flask import current_app
+from sqlalchemy import update
 
 from ..extensions import WEBHOOKS_QUEUE, db
-from ..models import WebhookDelivery
+from ..models import WebhookDelivery, now
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,8 @@ def payload(task, status, callback):
         "browserWindowId": task.browser_window_id,
         "response": body,
         "createdAt": isoformat(task.created_at),
-        "completedAt": isoformat(task.completed_at),
+        # A paused task has no completedAt yet; the event's time is when it paused.
+        "completedAt": isoformat(task.completed_at or task.updated_at),
         "usage": task.usage,
     }, separators=(",", ":"))
 
@@ -50,10 +52,22 @@ def add_delivery(task, status):
 
 
 def publish(delivery_id):
-    """Queue the first attempt now; if the broker is down, the beat sweep finds it due."""
+    """Queue an attempt now; if the broker is down, the beat sweep finds the delivery due."""
+    # Marked before sending: the attempt this message triggers, and the retry it schedules,
+    # always come after the mark, so the sweep can tell "published" from "due again".
+    _mark_dispatched(delivery_id, now())
     try:
         current_app.extensions["celery"].send_task(
             "workers.deliver_webhook", args=[delivery_id], queue=WEBHOOKS_QUEUE,
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2})
     except Exception as exc:
         log.warning("publish of webhook %s failed, beat will retry: %s", delivery_id, exc)
+        _mark_dispatched(delivery_id, None)
+        return False
+    return True
+
+
+def _mark_dispatched(delivery_id, when):
+    db.session.execute(
+        update(WebhookDelivery).where(WebhookDelivery.id == delivery_id).values(dispatched_at=when))
+    db.session.commit()
