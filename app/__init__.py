@@ -10,6 +10,8 @@ def create_app(overrides=None):
     from .api import api
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
+    from .ratelimits import limiter
+    from .waiting import TaskWaiters
 
     app = Flask(__name__)
     app.config.update(settings.load())
@@ -30,6 +32,8 @@ def create_app(overrides=None):
     db.init_app(app)
     migrate.init_app(app, db, directory=_migrations_dir())
     celery_init_app(app)
+    limiter.init_app(app)
+    TaskWaiters.for_app(app)
     api.init_app(app)
 
     api.register_blueprint(dispatch_blp)
