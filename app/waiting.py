@@ -34,6 +34,7 @@ class TaskWaiters:
         self.max_concurrent = max_concurrent
         self.listening = threading.Event()
         self._thread, self._pid = None, None
+        self.backend_pid = None
 
     @classmethod
     def for_app(cls, app):
@@ -44,6 +45,9 @@ class TaskWaiters:
             engine = db.engine
             if engine.dialect.name == "postgresql":
                 args, kwargs = engine.dialect.create_connect_args(engine.url)
+                # A silently dropped connection must fail, not hang: TCP keepalives.
+                kwargs = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                          "keepalives_count": 3, **kwargs}
                 connect = lambda: engine.dialect.dbapi.connect(*args, **kwargs)  # noqa: E731
         waiters = cls(connect, app.config["WAIT_POLL_SECONDS"], app.config["WAIT_MAX_CONCURRENT"])
         app.extensions["task_waiters"] = waiters
@@ -129,6 +133,7 @@ class TaskWaiters:
             conn.autocommit = True
             with conn.cursor() as cursor:
                 cursor.execute(f"LISTEN {CHANNEL}")
+            self.backend_pid = conn.get_backend_pid()  # for pg_stat_activity and tests
             self.listening.set()
             # Notifications sent before LISTEN took effect are lost: everyone re-reads once.
             self.wake_all()

@@ -13,8 +13,9 @@ worker_class = "gthread"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # Keep this default equal to the one config/settings.py derives WAIT_MAX_CONCURRENT from.
 threads = int(os.environ.get("WEB_THREADS", "128"))
-# Open client connections per worker, idle keep-alive ones included (they hold no thread).
-worker_connections = int(os.environ.get("WEB_CONNECTIONS", str(threads + 256)))
+# Open client connections per worker, idle keep-alive ones included (those hold no thread);
+# gthread keeps at most worker_connections - threads alive, so it must stay above threads.
+worker_connections = int(os.environ.get("WEB_CONNECTIONS", str(max(1000, threads + 256))))
 # The gthread arbiter heartbeat does not depend on requests finishing, so long waits are safe.
 timeout = int(os.environ.get("WEB_TIMEOUT", "180"))
 # On a reload or deploy, requests already waiting get the time to see their task end.

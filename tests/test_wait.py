@@ -57,6 +57,23 @@ def test_wait_is_woken_by_notify_not_by_polling(client, api_key, worker, waiters
     assert response.get_json()["response"]["text"] == "woken"
 
 
+def test_the_listener_reconnects_when_its_connection_is_killed(client, api_key, worker, waiters,
+                                                              monkeypatch):
+    from sqlalchemy import text
+
+    from app.extensions import db
+
+    monkeypatch.setattr(waiters, "poll_seconds", 3600)
+    assert submit_and_wait(client, api_key, "answer first").status_code == 200
+    old_pid = waiters.backend_pid
+    assert db.session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old_pid}).scalar()
+    db.session.commit()
+    response = submit_and_wait(client, api_key, "wait 0.5\nanswer after reconnect")
+    assert response.status_code == 200
+    assert response.get_json()["response"]["text"] == "after reconnect"
+    assert waiters.listening.is_set() and waiters.backend_pid != old_pid
+
+
 def test_timeout_is_408_and_the_task_runs_on(client, app, api_key, worker, monkeypatch):
     monkeypatch.setitem(app.config, "WAIT_TIMEOUT_SECONDS", 0.3)
     response = submit_and_wait(client, api_key, "wait 2\nanswer finished later")
