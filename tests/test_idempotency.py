@@ -2,6 +2,7 @@
 from sqlalchemy import func, select, text
 
 from app.dispatch import service
+from workers import sweeps
 from app.extensions import db
 from app.models import IdempotencyKey, Task
 
@@ -87,3 +88,13 @@ def test_an_overlong_key_is_400(client, api_key):
     assert response.status_code == 400
     assert response.get_json() == {"error": "Invalid Request",
                                    "message": "Idempotency-Key: Length must be between 1 and 255."}
+
+
+def test_the_hourly_sweep_forgets_expired_keys_only(client, api_key):
+    submit(client, api_key, BODY, "k-expired")
+    submit(client, api_key, BODY, "k-recent")
+    db.session.execute(text("UPDATE idempotency_keys SET created_at = now() - interval '25 hours' "
+                            "WHERE key = 'k-expired'"))
+    db.session.commit()
+    assert sweeps.purge_idempotency_keys() == 1
+    assert db.session.execute(select(IdempotencyKey.key)).scalars().all() == ["k-recent"]

@@ -9,6 +9,7 @@ _sweep = flask_app.config["SWEEP_INTERVAL_SECONDS"]
 app.conf.beat_schedule = {
     "dispatch-undispatched-tasks": {"task": "workers.sweep_undispatched", "schedule": _sweep},
     "expire-leases": {"task": "workers.sweep_expired_leases", "schedule": _sweep},
+    "purge-idempotency-keys": {"task": "workers.purge_idempotency_keys", "schedule": 3600},
 }
 
 from workers import tasks  # noqa: E402,F401  (registers the tasks)

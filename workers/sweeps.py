@@ -1,13 +1,14 @@
-"""Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired."""
+"""Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; forget
+expired idempotency keys."""
 import logging
 
 from flask import current_app
-from sqlalchemy import or_, select
+from sqlalchemy import delete, or_, select
 
 from app import lifecycle
 from app.dispatch.service import dispatch
 from app.extensions import db
-from app.models import Task, now, now_plus
+from app.models import IdempotencyKey, Task, now, now_plus
 
 log = logging.getLogger(__name__)
 BATCH = 500
@@ -55,3 +56,12 @@ def expire_leases():
     if expired:
         log.warning("expired leases: %d retried, %d ended", retried, ended)
     return {"retried": retried, "ended": ended}
+
+
+def purge_idempotency_keys():
+    """Delete keys older than IDEMPOTENCY_TTL_SECONDS (submit already ignores them); returns how many."""
+    ttl = current_app.config["IDEMPOTENCY_TTL_SECONDS"]
+    purged = db.session.execute(
+        delete(IdempotencyKey).where(IdempotencyKey.created_at < now_plus(-ttl))).rowcount
+    db.session.commit()
+    return purged

@@ -17,3 +17,8 @@ def sweep_undispatched():
 @shared_task(name="workers.sweep_expired_leases")
 def sweep_expired_leases():
     return sweeps.expire_leases()
+
+
+@shared_task(name="workers.purge_idempotency_keys")
+def purge_idempotency_keys():
+    return sweeps.purge_idempotency_keys()
