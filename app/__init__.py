@@ -6,11 +6,10 @@ def create_app(overrides=None):
     """Build the Flask app: config, extensions, blueprints, error handlers, CLI."""
     from config import settings
 
-    from . import cli, errors, health
+    from . import cli, errors, health, ratelimits
     from .api import api
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
-    from .ratelimits import limiter
     from .waiting import TaskWaiters
 
     app = Flask(__name__)
@@ -32,7 +31,7 @@ def create_app(overrides=None):
     db.init_app(app)
     migrate.init_app(app, db, directory=_migrations_dir())
     celery_init_app(app)
-    limiter.init_app(app)
+    ratelimits.init_app(app)
     TaskWaiters.for_app(app)
     api.init_app(app)
 

@@ -4,6 +4,7 @@ import logging
 from flask import current_app, g
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
+from limits import parse_many
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +16,23 @@ def _caller():
 
 
 limiter = Limiter(key_func=_caller)
+BUCKETS = ("requests", "polls")
+
+
+def init_app(app):
+    """Check the plans now rather than on some request, then bind the limiter."""
+    plans = app.config["RATE_LIMIT_PLANS"]
+    for name, plan in plans.items():
+        for bucket in BUCKETS:
+            try:
+                parse_many(plan[bucket])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"RATE_LIMIT_PLANS: plan {name!r} needs a {bucket!r} limit such as "
+                                 f"'60/minute'; it has {plan!r}.") from None
+    if app.config["RATE_LIMIT_DEFAULT_PLAN"] not in plans:
+        raise ValueError(f"RATE_LIMIT_DEFAULT_PLAN {app.config['RATE_LIMIT_DEFAULT_PLAN']!r} is not "
+                         f"one of the plans: {', '.join(plans)}.")
+    limiter.init_app(app)
 
 
 def _plan():

@@ -88,3 +88,19 @@ def test_malformed_json_is_still_400(client, api_key):
                            headers={"x-api-key": api_key})
     assert response.status_code == 400
     assert response.get_json() == {"error": "Invalid Request", "message": "body: Invalid JSON body."}
+
+
+@pytest.mark.parametrize("plans, default, problem", [
+    ({"free": {"requests": "60/minute"}}, "free", "plan 'free' needs a 'polls' limit"),
+    ({"free": {"requests": "lots", "polls": "1/second"}}, "free", "plan 'free' needs a 'requests' limit"),
+    ({"free": {"requests": "1/second", "polls": "1/second"}}, "gold", "RATE_LIMIT_DEFAULT_PLAN 'gold'"),
+])
+def test_a_misconfigured_plan_stops_the_app_from_starting(plans, default, problem):
+    from flask import Flask
+
+    from app import ratelimits
+
+    bare = Flask("misconfigured")
+    bare.config.update(RATE_LIMIT_PLANS=plans, RATE_LIMIT_DEFAULT_PLAN=default)
+    with pytest.raises(ValueError, match=problem):
+        ratelimits.init_app(bare)
