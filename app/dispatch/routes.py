@@ -8,6 +8,7 @@ from ..ratelimits import polls_limit, requests_limit
 from . import service
 from .schemas import (
     AcceptedSchema, ListQuerySchema, SubmitHeadersSchema, SubmitSchema, TaskListSchema, TaskResultSchema,
+    WaitTimeoutSchema,
 )
 
 blp = Blueprint("remote-dispatch", __name__, url_prefix="/fast/v2",
@@ -27,7 +28,7 @@ class Submit(MethodView):
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Browser window not found")
-    @blp.alt_response(408, schema="Error", description="With wait: the task did not finish in time")
+    @blp.alt_response(408, schema=WaitTimeoutSchema, description="With wait: the task did not finish in time")
     @blp.alt_response(413, schema="Error", description="Request body too large")
     @blp.alt_response(422, schema="Error",
                       description="Disallowed callbackHeaders, or Idempotency-Key reused with another body")

@@ -11,6 +11,8 @@ import jsonschema
 import marshmallow as ma
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
 
+from ..api import ErrorSchema
+
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
 STATUSES = ("pending", "success", "error", "input-required")
 CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re.IGNORECASE)
@@ -169,6 +171,10 @@ class TaskResultSchema(ma.Schema):
     hitlInputMetadata = fields.Dict(allow_none=True)
     progress = fields.Dict(allow_none=True, metadata={
         "description": "While pending: the actions taken so far."})
+
+
+class WaitTimeoutSchema(ErrorSchema):
+    requestId = fields.String(required=True, metadata={"description": "The task, which keeps running"})
 
 
 class SubmitHeadersSchema(LenientSchema):
