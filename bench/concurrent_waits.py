@@ -100,15 +100,16 @@ def control_latency(base, key, request_id, samples=30):
 
 
 def run_step(app, server, key, n, control_id):
-    from sqlalchemy import func, select
+    from sqlalchemy import select
 
     from app import lifecycle
     from app.extensions import db
     from app.models import Task
 
     def wait_one(i):
-        return requests.post(server.base + "/fast/v2/remote-dispatch", headers={"x-api-key": key}, timeout=300,
-                             json={"prompt": f"answer {i}", "executionMode": "cloud", "wait": True})
+        body = {"prompt": f"answer {i}", "executionMode": "cloud", "wait": True}
+        return requests.post(server.base + "/fast/v2/remote-dispatch", headers={"x-api-key": key},
+                             timeout=300, json=body)
 
     with app.app_context():
         before = set(db.session.execute(select(Task.id).where(Task.status == "pending")).scalars())
@@ -176,8 +177,9 @@ def main():
 
     server = Server(env, threads)
     try:
-        control_id = requests.post(server.base + "/fast/v2/remote-dispatch", headers={"x-api-key": key},
-                                   json={"prompt": "answer control", "executionMode": "cloud"}).json()["requestId"]
+        control = requests.post(server.base + "/fast/v2/remote-dispatch", headers={"x-api-key": key},
+                                json={"prompt": "answer control", "executionMode": "cloud"})
+        control_id = control.json()["requestId"]
         idle = control_latency(server.base, key, control_id)
         print(f"one gunicorn gthread worker, {threads} threads; poll p50 with no waits: {idle:.1f} ms "
               f"(rss {rss_mb(worker_pid(server.proc.pid)):.0f} MB)")

@@ -57,11 +57,13 @@ def test_a_task_waiting_for_input_is_cancelled_at_once(client, api_key, unpublis
 
 def test_a_finished_task_cannot_be_cancelled(client, api_key, unpublished):
     request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
-    assert lifecycle.finish(request_id, "success", lifecycle.failure_response("done"), {"actions": 0, "credits": 0})
+    assert lifecycle.finish(request_id, "success", lifecycle.failure_response("done"),
+                            {"actions": 0, "credits": 0})
     response = cancel(client, api_key, request_id)
     assert response.status_code == 409
-    assert response.get_json() == {"error": "Request Already Finished",
-                                   "message": f"Request '{request_id}' already finished with status 'success'."}
+    assert response.get_json() == {
+        "error": "Request Already Finished",
+        "message": f"Request '{request_id}' already finished with status 'success'."}
     assert cancel(client, api_key, request_id).status_code == 409
 
 

@@ -61,7 +61,8 @@ def test_a_key_older_than_24_hours_starts_a_new_task(client, api_key):
     assert second.status_code == 202
     assert second.get_json()["requestId"] != first
     assert task_count() == 2
-    assert db.session.execute(select(IdempotencyKey.task_id)).scalars().all() == [second.get_json()["requestId"]]
+    remembered = db.session.execute(select(IdempotencyKey.task_id)).scalars().all()
+    assert remembered == [second.get_json()["requestId"]]
 
 
 def test_a_concurrent_duplicate_loses_on_the_unique_constraint_and_replays(client, api_key, monkeypatch):

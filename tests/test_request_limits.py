@@ -42,7 +42,8 @@ def test_429_after_the_plans_limit_with_retry_after_and_ratelimit_headers(client
 
 def test_submit_cancel_and_list_share_a_budget_polls_have_their_own(client, tiny_plan):
     request_id = submit(client, tiny_plan, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
-    assert client.get("/fast/v2/remote-dispatch/responses", headers={"x-api-key": tiny_plan}).status_code == 200
+    listed = client.get("/fast/v2/remote-dispatch/responses", headers={"x-api-key": tiny_plan})
+    assert listed.status_code == 200
     cancel = client.post(f"/fast/v2/remote-dispatch/responses/{request_id}/cancel",
                          headers={"x-api-key": tiny_plan})
     assert cancel.status_code == 200

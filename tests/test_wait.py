@@ -151,8 +151,9 @@ def web_server(app):
     port = _free_port()
     log = tempfile.NamedTemporaryFile(prefix="gunicorn-", suffix=".log", delete=False)
     env = {**os.environ, "PORT": str(port), "WEB_CONCURRENCY": "1", "WEB_THREADS": "48"}
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "app:create_app()"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    command = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "app:create_app()"]
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
