@@ -6,11 +6,12 @@ def create_app(overrides=None):
     """Build the Flask app: config, extensions, blueprints, error handlers, CLI."""
     from config import settings
 
-    from . import cli, errors, health
+    from . import cli, errors, health, ratelimits
     from .api import api
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
     from .webhooks.routes import blp as webhooks_blp
+    from .waiting import TaskWaiters
 
     app = Flask(__name__)
     app.config.update(settings.load())
@@ -31,6 +32,8 @@ def create_app(overrides=None):
     db.init_app(app)
     migrate.init_app(app, db, directory=_migrations_dir())
     celery_init_app(app)
+    ratelimits.init_app(app)
+    TaskWaiters.for_app(app)
     api.init_app(app)
 
     api.register_blueprint(dispatch_blp)

@@ -1,4 +1,5 @@
 """Settings read from the environment; the embedded default needs none of them."""
+import json
 import os
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def _encryption_key(var_dir):
         key_file.write_bytes(Fernet.generate_key())
         key_file.chmod(0o600)
     return key_file.read_text().strip()
+
+
+# Rate-limit plans: an API key's `plan` (set with `flask keys create --plan`) picks one.
+# "requests" covers submit, cancel and list; "polls" covers GET of one task. Limit strings are
+# flask-limiter's ("60/minute", "5/second;100/hour"). RATE_LIMIT_PLANS (JSON) adds or replaces plans.
+DEFAULT_RATE_LIMIT_PLANS = {
+    "free": {"requests": "60/minute", "polls": "600/minute"},
+    "pro": {"requests": "600/minute", "polls": "6000/minute"},
+    "dev": {"requests": "6000/minute", "polls": "60000/minute"},
+}
+
+
+def _rate_limit_plans():
+    return {**DEFAULT_RATE_LIMIT_PLANS, **json.loads(_env("RATE_LIMIT_PLANS", "{}"))}
 
 
 def load():
@@ -84,4 +99,17 @@ def load():
         "WEBHOOK_TIMEOUT_SECONDS": _env("WEBHOOK_TIMEOUT_SECONDS", 15, float),
         "WEBHOOK_CA_BUNDLE": _env("WEBHOOK_CA_BUNDLE"),  # unset: certifi's bundle
         "WAIT_TIMEOUT_SECONDS": _env("WAIT_TIMEOUT_SECONDS", 120, float),
+        # Waiting requests each hold a gunicorn thread: keep some threads for everything else.
+        "WAIT_MAX_CONCURRENT": _env("WAIT_MAX_CONCURRENT", max(1, _env("WEB_THREADS", 128, int) - 8), int),
+        # Embedded SQLite has no NOTIFY: waiting requests re-read their task this often.
+        "WAIT_POLL_SECONDS": _env("WAIT_POLL_SECONDS", 0.5, float),
+        "IDEMPOTENCY_TTL_SECONDS": _env("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, int),
+        # Rate limits (flask-limiter): memory:// is per process; use redis://host:6379 in production.
+        "RATE_LIMIT_PLANS": _rate_limit_plans(),
+        "RATE_LIMIT_DEFAULT_PLAN": _env("RATE_LIMIT_DEFAULT_PLAN", "free"),
+        "RATELIMIT_ENABLED": _env("RATELIMIT_ENABLED", True, bool),
+        "RATELIMIT_STORAGE_URI": _env("RATELIMIT_STORAGE_URI", "memory://"),
+        "RATELIMIT_HEADERS_ENABLED": True,
+        # A rate-limit store that is down must not take the API down with it.
+        "RATELIMIT_SWALLOW_ERRORS": True,
     }

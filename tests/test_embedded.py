@@ -78,3 +78,8 @@ def test_make_run_serves_the_whole_flow_on_sqlite_and_the_filesystem_broker(embe
     assert body["response"]["output"] == {"type": "text", "content": "Hello from Remote Dispatch"}
     assert body["usage"] == {"actions": 0, "credits": 0.0}
     assert requests.get(base + "/readyz", timeout=10).json() == {"status": "ready"}
+    # SQLite has no NOTIFY: `wait` falls back to re-reading the row (WAIT_POLL_SECONDS).
+    waited = requests.post(base + "/fast/v2/remote-dispatch", headers=headers, timeout=120,
+                           json={"prompt": "answer inline", "executionMode": "cloud", "wait": True})
+    assert waited.status_code == 200
+    assert waited.json()["response"]["text"] == "inline"

@@ -11,6 +11,7 @@ app.conf.beat_schedule = {
     "expire-leases": {"task": "workers.sweep_expired_leases", "schedule": _sweep},
     "end-unanswered-input": {"task": "workers.sweep_input_timeouts", "schedule": _sweep},
     "publish-due-webhooks": {"task": "workers.sweep_webhooks", "schedule": _sweep},
+    "purge-idempotency-keys": {"task": "workers.purge_idempotency_keys", "schedule": 3600},
 }
 
 from workers import tasks  # noqa: E402,F401  (registers the tasks)

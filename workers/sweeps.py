@@ -1,14 +1,14 @@
 """Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
-unanswered questions; publish webhook deliveries that are due."""
+unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys."""
 import logging
 
 from flask import current_app
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, delete, or_, select
 
 from app import lifecycle
 from app.dispatch.service import dispatch
 from app.extensions import db
-from app.models import Task, WebhookDelivery, now, now_plus
+from app.models import IdempotencyKey, Task, WebhookDelivery, now, now_plus
 from app.webhooks import delivery, outbox
 
 log = logging.getLogger(__name__)
@@ -98,3 +98,12 @@ def publish_due_webhooks():
     if ids:
         log.info("published %d of %d due webhook deliveries", sent, len(ids))
     return sent
+
+
+def purge_idempotency_keys():
+    """Delete keys older than IDEMPOTENCY_TTL_SECONDS (submit already ignores them); returns how many."""
+    ttl = current_app.config["IDEMPOTENCY_TTL_SECONDS"]
+    purged = db.session.execute(
+        delete(IdempotencyKey).where(IdempotencyKey.created_at < now_plus(-ttl))).rowcount
+    db.session.commit()
+    return purged

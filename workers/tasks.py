@@ -32,3 +32,8 @@ def deliver_webhook(delivery_id):
 @shared_task(name="workers.sweep_webhooks")
 def sweep_webhooks():
     return sweeps.publish_due_webhooks()
+
+
+@shared_task(name="workers.purge_idempotency_keys")
+def purge_idempotency_keys():
+    return sweeps.purge_idempotency_keys()

@@ -1,40 +1,74 @@
 """Routes of /fast/v2/remote-dispatch."""
-from flask import g
+from flask import g, jsonify
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from ..auth import require_api_key
+from ..ratelimits import polls_limit, requests_limit
 from . import service
-from .schemas import AcceptedSchema, InputAnswerSchema, SubmitSchema, TaskResultSchema
+from .schemas import (
+    AcceptedSchema, InputAnswerSchema, ListQuerySchema, SubmitHeadersSchema, SubmitSchema,
+    TaskListSchema, TaskResultSchema, WaitTimeoutSchema,
+)
 
 blp = Blueprint("remote-dispatch", __name__, url_prefix="/fast/v2",
                 description="Submit automation tasks and read their results.")
 blp.before_request(require_api_key)
 
-ERRORS = {"400": "Invalid Request", "401": "Unauthorized"}
+RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
 
 
 @blp.route("/remote-dispatch")
 class Submit(MethodView):
+    @requests_limit
     @blp.arguments(SubmitSchema)
+    @blp.arguments(SubmitHeadersSchema, location="headers", error_status_code=400)
     @blp.response(202, AcceptedSchema)
+    @blp.alt_response(200, schema=TaskResultSchema, description="With wait: the finished task")
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Browser window not found")
-    @blp.alt_response(422, schema="Error", description="Disallowed callbackHeaders")
-    def post(self, data):
+    @blp.alt_response(408, schema=WaitTimeoutSchema, description="With wait: the task did not finish in time")
+    @blp.alt_response(413, schema="Error", description="Request body too large")
+    @blp.alt_response(422, schema="Error",
+                      description="Disallowed callbackHeaders, or Idempotency-Key reused with another body")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    def post(self, data, headers):
         """Submit a task
 
         Accepts the task at once and returns its requestId; the task runs in the background.
+        With `wait: true` the call blocks until the task is over and returns it like a poll.
         """
-        return {"requestId": service.submit(g.api_key.id, data)}
+        key = headers.get("idempotencyKey")
+        if data["wait"]:
+            return jsonify(service.submit_and_wait(g.api_key.id, data, key))
+        request_id, replayed = service.submit(g.api_key.id, data, key)
+        return {"requestId": request_id}, 202, {"Idempotent-Replayed": "true"} if replayed else {}
+
+
+@blp.route("/remote-dispatch/responses")
+class TaskList(MethodView):
+    @requests_limit
+    @blp.arguments(ListQuerySchema, location="query", error_status_code=400)
+    @blp.response(200, TaskListSchema)
+    @blp.alt_response(400, schema="Error", description="Invalid status, limit or cursor")
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    def get(self, query):
+        """List the key's tasks
+
+        Newest first; follow `nextCursor` for older ones.
+        """
+        return service.list_tasks(g.api_key.id, **query)
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>")
 class Result(MethodView):
+    @polls_limit
     @blp.response(200, TaskResultSchema)
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request, or another key's")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def get(self, request_id):
         """Get a task's status and result"""
         return service.result(service.get_task(g.api_key.id, request_id))
@@ -42,15 +76,33 @@ class Result(MethodView):
 
 @blp.route("/remote-dispatch/responses/<string:request_id>/input")
 class Input(MethodView):
+    @requests_limit
     @blp.arguments(InputAnswerSchema)
     @blp.response(202, AcceptedSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request, or another key's")
     @blp.alt_response(409, schema="Error", description="The request is not waiting for input")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def post(self, data, request_id):
         """Answer a task's question
 
         Resumes a task in `input-required` with the user's answer; it runs on as `pending`.
         """
         return {"requestId": service.answer_input(g.api_key.id, request_id, data)}
+
+
+@blp.route("/remote-dispatch/responses/<string:request_id>/cancel")
+class Cancel(MethodView):
+    @requests_limit
+    @blp.response(200, TaskResultSchema, description="Cancelled: the task ended as error 'cancelled'")
+    @blp.alt_response(202, schema=TaskResultSchema,
+                      description="Cancel requested: the running task ends before its next action")
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(404, schema="Error", description="Unknown request, or another key's")
+    @blp.alt_response(409, schema="Error", description="The task already finished")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    def post(self, request_id):
+        """Cancel a task"""
+        body, ended = service.cancel(g.api_key.id, request_id)
+        return body, 200 if ended else 202

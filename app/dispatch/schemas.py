@@ -1,5 +1,9 @@
 """Request and response schemas of the remote-dispatch endpoints."""
+import base64
+import binascii
+import json
 import re
+from datetime import datetime
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -8,9 +12,11 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
 
+from ..api import ErrorSchema
 from ..netguard import UnsafeUrl, check_url
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
+STATUSES = ("pending", "success", "error", "input-required")
 CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re.IGNORECASE)
 
 
@@ -168,7 +174,7 @@ class UsageSchema(ma.Schema):
 
 class TaskResultSchema(ma.Schema):
     requestId = fields.String(required=True)
-    status = fields.String(required=True, metadata={"enum": ["pending", "success", "error", "input-required"]})
+    status = fields.String(required=True, metadata={"enum": list(STATUSES)})
     browserWindowId = fields.String(allow_none=True)
     executionMode = fields.String()
     response = fields.Nested(ResponseSchema, allow_none=True)
@@ -178,3 +184,46 @@ class TaskResultSchema(ma.Schema):
     hitlInputMetadata = fields.Dict(allow_none=True)
     progress = fields.Dict(allow_none=True, metadata={
         "description": "While pending: the actions taken so far."})
+
+
+class WaitTimeoutSchema(ErrorSchema):
+    requestId = fields.String(required=True, metadata={"description": "The task, which keeps running"})
+
+
+class SubmitHeadersSchema(LenientSchema):
+    idempotencyKey = fields.String(data_key="Idempotency-Key", validate=validate.Length(min=1, max=255),
+                                   metadata={"description": (
+                                       "Repeating a submit with the same key and body within 24 h returns "
+                                       "the original requestId instead of starting a second task.")})
+
+
+class Cursor(fields.Field):
+    """Opaque to callers: the (createdAt, requestId) of the last task of the previous page."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        if value is None:
+            return None
+        created_at, task_id = value
+        raw = json.dumps([created_at.isoformat(), task_id], separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        try:
+            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+            created_at, task_id = json.loads(raw)
+            return datetime.fromisoformat(created_at), str(task_id)
+        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+            raise ValidationError("not a cursor returned by this API (use nextCursor).") from None
+
+
+class ListQuerySchema(LenientSchema):
+    status = fields.String(validate=validate.OneOf(STATUSES))
+    limit = fields.Integer(load_default=20, validate=validate.Range(min=1, max=100))
+    cursor = Cursor(metadata={"type": "string", "description": "nextCursor of the previous page"})
+
+
+class TaskListSchema(ma.Schema):
+    responses = fields.List(fields.Nested(TaskResultSchema), required=True,
+                            metadata={"description": "The key's tasks, newest first"})
+    nextCursor = Cursor(allow_none=True, metadata={
+        "type": "string", "description": "Pass as cursor for the next page; null on the last page"})

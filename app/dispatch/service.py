@@ -1,13 +1,20 @@
-"""Task submission and results: these functions own the transaction and enqueue after commit."""
+"""Task submission, results, waiting, cancelling and listing: these functions own the
+transaction and enqueue after commit."""
+import hashlib
+import json
 import logging
+import time
+from datetime import datetime, timezone
 
 from flask import current_app
-from sqlalchemy import select, update
+from sqlalchemy import String, and_, delete, or_, select, type_coerce, update
+from sqlalchemy.exc import IntegrityError
 
+from .. import lifecycle
 from ..crypto import seal
 from ..errors import ApiError, invalid
 from ..extensions import TASKS_QUEUE, db
-from ..models import BrowserWindow, Task, now
+from ..models import BrowserWindow, IdempotencyKey, Task, new_id, now, now_plus
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +32,17 @@ def agent_for(prompt):
     return "web" if prompt.lstrip().startswith(OPERATOR_PREFIX) else "general"
 
 
-def submit(api_key_id, data):
-    """Store a task, commit, then publish it; returns the new requestId."""
+def submit(api_key_id, data, idempotency_key=None):
+    """Store a task, commit, then publish it; returns (requestId, replayed).
+
+    With an idempotency key, a repeat of the same body within IDEMPOTENCY_TTL_SECONDS returns
+    the original requestId (replayed=True) and creates nothing.
+    """
+    body_hash = _body_hash(data) if idempotency_key else None
+    if idempotency_key:
+        original = _idempotent_replay(api_key_id, idempotency_key, body_hash)
+        if original:
+            return original, True
     mode = data["executionMode"]
     window_id = data.get("browserWindowId") if mode == "client" else None
     if mode == "client":
@@ -39,6 +55,7 @@ def submit(api_key_id, data):
     if data.get("callbackUrl"):
         callback = {"secret": data.get("callbackSecret"), "headers": data.get("callbackHeaders") or {}}
     task = Task(
+        id=new_id(),
         api_key_id=api_key_id,
         status="pending",
         agent=agent_for(data["prompt"]),
@@ -52,9 +69,46 @@ def submit(api_key_id, data):
         secrets_sealed=seal(data.get("secretVariables") or None),
     )
     db.session.add(task)
-    db.session.commit()
+    if idempotency_key:
+        db.session.flush()
+        db.session.add(IdempotencyKey(api_key_id=api_key_id, key=idempotency_key,
+                                      body_hash=body_hash, task_id=task.id))
+    try:
+        db.session.commit()
+    except IntegrityError:  # a concurrent request with the same key committed first
+        db.session.rollback()
+        original = idempotency_key and _idempotent_replay(api_key_id, idempotency_key, body_hash)
+        if not original:
+            raise
+        return original, True
     dispatch(task.id)
-    return task.id
+    return task.id, False
+
+
+def _body_hash(data):
+    """`wait` only says how to answer, so a replay may add it (e.g. to re-attach after a 408)."""
+    canonical = {name: value for name, value in data.items() if name != "wait"}
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _idempotent_replay(api_key_id, key, body_hash):
+    """The task an unexpired use of `key` created, or None; 422 if its body was different."""
+    ttl = current_app.config["IDEMPOTENCY_TTL_SECONDS"]
+    row = db.session.execute(
+        select(IdempotencyKey, IdempotencyKey.created_at > now_plus(-ttl))
+        .where(IdempotencyKey.api_key_id == api_key_id, IdempotencyKey.key == key)
+    ).first()
+    if row is None:
+        return None
+    used, fresh = row
+    if not fresh:  # expired: the key is free again, in this transaction
+        db.session.execute(delete(IdempotencyKey).where(IdempotencyKey.id == used.id))
+        return None
+    if used.body_hash != body_hash:
+        raise ApiError(422, "Idempotency Key Reused",
+                       f"Idempotency-Key '{key}' was already used with a different request body "
+                       f"(request '{used.task_id}'); use a new key for a new task.")
+    return used.task_id
 
 
 def dispatch(task_id):
@@ -108,9 +162,9 @@ def _owns_task(api_key_id, task_id):
     ).first() is not None
 
 
-def get_task(api_key_id, task_id):
+def get_task(api_key_id, task_id, fresh=False):
     """The caller's task, or 404 (unknown and foreign ids look the same)."""
-    task = db.session.get(Task, task_id) if len(task_id) <= 36 else None
+    task = db.session.get(Task, task_id, populate_existing=fresh) if len(task_id) <= 36 else None
     if task is None or task.api_key_id != api_key_id:
         raise ApiError(404, "Request Not Found", f"No request '{task_id}' for this API key.")
     return task
@@ -136,3 +190,97 @@ def result(task):
     if task.status == "pending":
         body["progress"] = {"actionTrace": task.trace or []}
     return body
+
+
+# `wait: true` returns once the task has an outcome or needs input from the caller.
+WAIT_OVER = ("success", "error", "input-required")
+
+
+def submit_and_wait(api_key_id, data, idempotency_key=None):
+    """Submit, then block until the task is over: the poll-shaped body, or 408."""
+    waiters = current_app.extensions["task_waiters"]
+    with waiters.slot():
+        request_id, _ = submit(api_key_id, data, idempotency_key)
+        return wait_for_result(api_key_id, request_id)
+
+
+def wait_for_result(api_key_id, task_id):
+    """The poll-shaped body once the task is over; 408 after WAIT_TIMEOUT_SECONDS (it runs on)."""
+    waiters = current_app.extensions["task_waiters"]
+    timeout = current_app.config["WAIT_TIMEOUT_SECONDS"]
+    deadline = time.monotonic() + timeout
+    with waiters.watch(task_id) as woken:  # registered before the first read: no lost wake-up
+        while True:
+            woken.clear()
+            task = get_task(api_key_id, task_id, fresh=True)
+            status, body = task.status, result(task)
+            db.session.rollback()  # give the connection back to the pool while blocked
+            if status in WAIT_OVER:
+                return body
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ApiError(408, "Request Timeout",
+                               f"The task did not finish within {timeout:g} s; it keeps running. "
+                               "Poll its requestId for the result.", requestId=task_id)
+            waiters.wait(woken, remaining)
+
+
+def cancel(api_key_id, task_id):
+    """Cancel a task: returns (poll-shaped body, ended_now).
+
+    A task no worker holds (queued, or waiting for input) ends at once as error "cancelled";
+    a running one is flagged, and its worker ends it that way before its next action.
+    """
+    task = get_task(api_key_id, task_id)
+    if task.status in lifecycle.TERMINAL:
+        raise _already_finished(task)
+    db.session.execute(update(Task).where(Task.id == task_id, Task.status.in_(("pending", "input-required")))
+                       .values(cancel_requested=True))
+    db.session.commit()
+    usage = task.usage or {"actions": 0, "credits": 0.0}
+    response = lifecycle.failure_response("cancelled")
+    response["actionTrace"] = (task.trace or []) + [_final_trace_entry("error: cancelled", usage)]
+    ended = lifecycle.finish(task_id, "error", response, usage, trace=response["actionTrace"],
+                             error="cancelled")
+    task = get_task(api_key_id, task_id, fresh=True)
+    if task.status in lifecycle.TERMINAL and not ended and task.error != "cancelled":
+        raise _already_finished(task)  # it finished on its own in the meantime
+    return result(task), ended
+
+
+def _already_finished(task):
+    return ApiError(409, "Request Already Finished",
+                    f"Request '{task.id}' already finished with status '{task.status}'.")
+
+
+def _final_trace_entry(action, usage):
+    stamp = isoformat(datetime.now(timezone.utc))
+    return {"url": "", "action": action, "credits": usage.get("credits", 0.0),
+            "startTs": stamp, "endTs": stamp, "durationMs": 0}
+
+
+def list_tasks(api_key_id, status=None, limit=20, cursor=None):
+    """The key's tasks, newest first, `limit` at a time; `cursor` continues after a page."""
+    query = select(Task).where(Task.api_key_id == api_key_id)
+    if status:
+        query = query.where(Task.status == status)
+    if cursor:
+        created_at, last_id = cursor
+        created_at = _as_stored(created_at)
+        query = query.where(or_(Task.created_at < created_at,
+                                and_(Task.created_at == created_at, Task.id < last_id)))
+    tasks = db.session.execute(
+        query.order_by(Task.created_at.desc(), Task.id.desc()).limit(limit + 1)).scalars().all()
+    more = len(tasks) > limit
+    tasks = tasks[:limit]
+    return {"responses": [result(task) for task in tasks],
+            "nextCursor": (tasks[-1].created_at, tasks[-1].id) if more else None}
+
+
+def _as_stored(ts):
+    """SQLite keeps `CURRENT_TIMESTAMP` as 'YYYY-MM-DD HH:MM:SS' text, which a bound datetime
+    (with '.000000') would not equal; compare with text of the same form there."""
+    if db.session.get_bind().dialect.name != "sqlite":
+        return ts
+    text = ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return type_coerce(text + (f".{ts.microsecond:06d}" if ts.microsecond else ""), String)

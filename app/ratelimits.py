@@ -1,0 +1,66 @@
+"""Rate limits per API-key plan (flask-limiter), counted per API key, not per address."""
+import logging
+
+from flask import current_app, g
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
+from limits import parse_many
+
+log = logging.getLogger(__name__)
+
+
+def _caller():
+    """The key's hash, not its row id: ids restart when a test database is truncated."""
+    key = g.get("api_key")
+    return f"key:{key.key_hash}" if key is not None else f"ip:{get_remote_address()}"
+
+
+limiter = Limiter(key_func=_caller)
+BUCKETS = ("requests", "polls")
+
+
+def init_app(app):
+    """Check the plans now rather than on some request, then bind the limiter."""
+    plans = app.config["RATE_LIMIT_PLANS"]
+    for name, plan in plans.items():
+        for bucket in BUCKETS:
+            try:
+                parse_many(plan[bucket])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"RATE_LIMIT_PLANS: plan {name!r} needs a {bucket!r} limit such as "
+                                 f"'60/minute'; it has {plan!r}.") from None
+    if app.config["RATE_LIMIT_DEFAULT_PLAN"] not in plans:
+        raise ValueError(f"RATE_LIMIT_DEFAULT_PLAN {app.config['RATE_LIMIT_DEFAULT_PLAN']!r} is not "
+                         f"one of the plans: {', '.join(plans)}.")
+    limiter.init_app(app)
+
+
+def _plan():
+    plans = current_app.config["RATE_LIMIT_PLANS"]
+    name = g.api_key.plan
+    if name not in plans:
+        log.warning("API key %s has unknown plan %r; using the default plan", g.api_key.id, name)
+        name = current_app.config["RATE_LIMIT_DEFAULT_PLAN"]
+    return name, plans[name]
+
+
+def plan_limit(bucket):
+    """A shared limit whose rate is read from the caller's plan on every request.
+
+    Views are decorated (rather than the blueprint) so the check runs after `require_api_key`
+    has set `g.api_key`, and before the body is parsed.
+    """
+
+    def rate():
+        return _plan()[1][bucket]
+
+    def message():
+        name, plan = _plan()
+        return (f"Rate limit of the '{name}' plan exceeded: {plan[bucket]} for {bucket}. "
+                "Retry after the number of seconds in the Retry-After header.")
+
+    return limiter.shared_limit(rate, scope=bucket, error_message=message)
+
+
+requests_limit = plan_limit("requests")
+polls_limit = plan_limit("polls")
