@@ -5,6 +5,7 @@ import time
 import pytest
 import requests
 
+from tests.conftest import make_key
 from tests.processes import BeatProcess, WebProcess, WorkerProcess
 
 REPORT = {}  # figure name -> value, printed at the end of the run
@@ -24,11 +25,12 @@ FAST_SWEEPS = {"SWEEP_INTERVAL_SECONDS": "1", "LEASE_SECONDS": "3", "DISPATCH_GR
 class Stack:
     """web (gunicorn), tasks workers, a webhooks worker (which also runs the sweeps) and beat."""
 
-    def __init__(self, tasks_workers=2):
-        self.web = WebProcess(FAST_SWEEPS)
-        self.workers = [WorkerProcess("tasks", 2, FAST_SWEEPS, name=f"tasks{i}") for i in range(tasks_workers)]
-        self.webhooks = WorkerProcess("webhooks", 2, FAST_SWEEPS, name="webhooks")
-        self.beat = BeatProcess(FAST_SWEEPS)
+    def __init__(self, env, tasks_workers=2):
+        self.env = {**FAST_SWEEPS, **env}
+        self.web = WebProcess(self.env)
+        self.workers = [WorkerProcess("tasks", 2, self.env, name=f"tasks{i}") for i in range(tasks_workers)]
+        self.webhooks = WorkerProcess("webhooks", 2, self.env, name="webhooks")
+        self.beat = BeatProcess(self.env)
 
     @property
     def base(self):
@@ -37,7 +39,7 @@ class Stack:
     def replace_worker(self, index):
         """SIGKILL a tasks worker and start a fresh one in its place."""
         self.workers[index].kill()
-        self.workers[index] = WorkerProcess("tasks", 2, FAST_SWEEPS, name=f"tasks{index}")
+        self.workers[index] = WorkerProcess("tasks", 2, self.env, name=f"tasks{index}")
 
     def stop(self):
         for proc in [self.beat, self.webhooks, *self.workers, self.web]:
@@ -45,10 +47,17 @@ class Stack:
 
 
 @pytest.fixture
-def stack(app):
-    stack = Stack()
+def stack(app, webhook_ca):
+    stack = Stack({"WEBHOOK_CA_BUNDLE": webhook_ca[1], "WEBHOOK_RETRY_SCHEDULE": "0,1,1,1,1,1,1,1,1,1",
+                   "WEBHOOK_RETRY_JITTER": "0"})
     yield stack
     stack.stop()
+
+
+@pytest.fixture
+def dev_key():
+    """A key on the `dev` plan: bursts here must not be cut short by the free plan's limit."""
+    return make_key("reliability", "dev")
 
 
 def submit_http(base, key, body, timeout=30):

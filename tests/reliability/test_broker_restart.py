@@ -9,14 +9,14 @@ from tests.reliability.conftest import REPORT, run, submit_http, wait_all_termin
 pytestmark = pytest.mark.disruptive
 
 
-def test_broker_restart_during_submit_burst(stack, api_key):
+def test_broker_restart_during_submit_burst(stack, dev_key):
     statuses, ids, stop = [], [], threading.Event()
 
     def burst():
         n = 0
         while not stop.is_set():
             try:
-                response = submit_http(stack.base, api_key, {"prompt": f"answer {n}", "executionMode": "cloud"})
+                response = submit_http(stack.base, dev_key, {"prompt": f"answer {n}", "executionMode": "cloud"})
             except Exception as exc:  # a connection error would be a failure of ours too
                 statuses.append(repr(exc))
                 continue
@@ -37,7 +37,7 @@ def test_broker_restart_during_submit_burst(stack, api_key):
     stop.set()
     submitter.join()
 
-    done = wait_all_terminal(stack.base, api_key, ids)
+    done = wait_all_terminal(stack.base, dev_key, ids)
     lost = [request_id for request_id in ids if request_id not in done]
     REPORT["broker restart: submits / 202 / 503 / other"] = (
         f"{len(statuses)} / {statuses.count(202)} / {statuses.count(503)} / "

@@ -17,15 +17,15 @@ def _cluster_version():
     return sorted(os.listdir("/etc/postgresql"))[-1] if os.path.isdir("/etc/postgresql") else CLUSTER
 
 
-def test_database_outage_is_503_and_recovers_without_restarts(stack, api_key):
-    before = submit_http(stack.base, api_key, {"prompt": "answer before", "executionMode": "cloud"})
+def test_database_outage_is_503_and_recovers_without_restarts(stack, dev_key):
+    before = submit_http(stack.base, dev_key, {"prompt": "answer before", "executionMode": "cloud"})
     assert before.status_code == 202
     version = _cluster_version()
     run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "stop", "-m", "fast")
     try:
-        down = [submit_http(stack.base, api_key, {"prompt": "answer during", "executionMode": "cloud"}),
+        down = [submit_http(stack.base, dev_key, {"prompt": "answer during", "executionMode": "cloud"}),
                 requests.get(f"{stack.base}/fast/v2/remote-dispatch/responses/{before.json()['requestId']}",
-                             headers={"x-api-key": api_key}, timeout=30),
+                             headers={"x-api-key": dev_key}, timeout=30),
                 requests.get(stack.base + "/readyz", timeout=30)]
     finally:
         run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start")
@@ -42,9 +42,9 @@ def test_database_outage_is_503_and_recovers_without_restarts(stack, api_key):
         except requests.RequestException:
             pass
         time.sleep(0.5)
-    after = submit_http(stack.base, api_key, {"prompt": "answer after", "executionMode": "cloud"})
+    after = submit_http(stack.base, dev_key, {"prompt": "answer after", "executionMode": "cloud"})
     assert after.status_code == 202
     ids = [before.json()["requestId"], after.json()["requestId"]]
-    done = wait_all_terminal(stack.base, api_key, ids)
+    done = wait_all_terminal(stack.base, dev_key, ids)
     REPORT["database restart: responses while down"] = [r.status_code for r in down]
     assert [done[i]["response"]["text"] for i in ids] == ["before", "after"]

@@ -11,12 +11,12 @@ from tests.reliability.conftest import REPORT, submit_http, wait_all_terminal
 BURST = 40
 
 
-def test_every_task_survives_repeated_worker_kills(stack, api_key):
+def test_every_task_survives_repeated_worker_kills(stack, dev_key):
     ids = []
 
     def burst():
         for n in range(BURST):
-            response = submit_http(stack.base, api_key, {"prompt": f"wait 0.5\nanswer task {n}",
+            response = submit_http(stack.base, dev_key, {"prompt": f"wait 0.5\nanswer task {n}",
                                                          "executionMode": "cloud"})
             assert response.status_code == 202, response.text
             ids.append(response.json()["requestId"])
@@ -29,7 +29,7 @@ def test_every_task_survives_repeated_worker_kills(stack, api_key):
         stack.replace_worker(kill % len(stack.workers))
     submitter.join()
 
-    done = wait_all_terminal(stack.base, api_key, ids)
+    done = wait_all_terminal(stack.base, dev_key, ids)
     lost = [request_id for request_id in ids if request_id not in done]
     succeeded = [body for body in done.values() if body["status"] == "success"]
     # Each task finished once, with its own answer: a task run again after finishing would
