@@ -3,9 +3,11 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 
 from flask import current_app
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app import lifecycle
 from app.crypto import unseal
@@ -66,7 +68,7 @@ def execute_task(task_id):
     task = db.session.get(Task, task_id)
     secrets = Secrets(unseal(task.secrets_sealed))
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
-        stop = lambda: lease.lost.is_set() or lifecycle.cancel_requested(task_id)  # noqa: E731
+        stop = lambda: lease.lost.is_set() or _cancel_requested(task_id)  # noqa: E731
         loop = None
         try:
             loop = build_loop(task, owner, stop, secrets)
@@ -88,9 +90,36 @@ def execute_task(task_id):
     extra = {"messages": loop.state.conversation.messages} if loop else {}
     if outcome.status == "input-required":
         extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]))
-    lifecycle.finish(task_id, outcome.status, _response(outcome, trace), usage,
-                     trace=trace, error=outcome.text if outcome.status == "error" else None,
-                     owner=owner, **extra)
+    _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, _response(outcome, trace), usage,
+                         trace=trace, error=outcome.text if outcome.status == "error" else None,
+                         owner=owner, **extra)
+
+
+DATABASE_DOWN = (OperationalError, InterfaceError)
+
+
+def _finish_while_leased(lease_seconds, *args, **kwargs):
+    """A database outage at the end must not throw a finished run away: keep trying while our
+    lease would still hold; after that the lease sweep owns the task anyway."""
+    deadline = time.monotonic() + lease_seconds
+    while True:
+        try:
+            return lifecycle.finish(*args, **kwargs)
+        except DATABASE_DOWN:
+            db.session.remove()
+            if time.monotonic() > deadline:
+                raise
+            log.warning("database unavailable while finishing %s; retrying", args[0])
+            time.sleep(1)
+
+
+def _cancel_requested(task_id):
+    """Between actions; while the database is unreachable the run goes on (no cancel can land)."""
+    try:
+        return lifecycle.cancel_requested(task_id)
+    except DATABASE_DOWN:
+        db.session.remove()
+        return False
 
 
 def build_loop(task, owner, should_stop, secrets):
@@ -115,7 +144,11 @@ def build_loop(task, owner, should_stop, secrets):
     pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
 
     def progress(state):
-        lifecycle.record_progress(task.id, owner, state.trace, state.usage(*pricing))
+        try:
+            lifecycle.record_progress(task.id, owner, state.trace, state.usage(*pricing))
+        except DATABASE_DOWN:  # progress is a courtesy to pollers; the finish writes it all
+            db.session.remove()
+            log.warning("database unavailable; progress of %s not recorded", task.id)
 
     return AgentLoop(planner, environment, budget, pricing, state, on_progress=progress,
                      should_stop=should_stop, secrets=secrets, response_schema=schema)

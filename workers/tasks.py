@@ -3,8 +3,12 @@ from celery import shared_task
 
 from . import runner, sweeps, webhooks
 
+# While the database is unreachable a message is retried later rather than dropped.
+RETRY_WHILE_DATABASE_DOWN = dict(autoretry_for=runner.DATABASE_DOWN, retry_backoff=1, retry_backoff_max=30,
+                                 retry_jitter=True, max_retries=40)
 
-@shared_task(name="workers.run_task")
+
+@shared_task(name="workers.run_task", **RETRY_WHILE_DATABASE_DOWN)
 def run_task(task_id):
     runner.execute_task(task_id)
 
@@ -24,7 +28,7 @@ def sweep_input_timeouts():
     return sweeps.expire_input_requests()
 
 
-@shared_task(name="workers.deliver_webhook")
+@shared_task(name="workers.deliver_webhook", **RETRY_WHILE_DATABASE_DOWN)
 def deliver_webhook(delivery_id):
     webhooks.deliver(delivery_id)
 

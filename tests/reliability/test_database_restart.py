@@ -20,6 +20,11 @@ def _cluster_version():
 def test_database_outage_is_503_and_recovers_without_restarts(stack, dev_key):
     before = submit_http(stack.base, dev_key, {"prompt": "answer before", "executionMode": "cloud"})
     assert before.status_code == 202
+    # A task whose worker is mid-run when the database goes away.
+    across = submit_http(stack.base, dev_key, {"prompt": "wait 2\nwait 2\nanswer across the outage",
+                                               "executionMode": "cloud"})
+    assert across.status_code == 202
+    time.sleep(1)
     version = _cluster_version()
     run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "stop", "-m", "fast")
     try:
@@ -27,6 +32,7 @@ def test_database_outage_is_503_and_recovers_without_restarts(stack, dev_key):
                 requests.get(f"{stack.base}/fast/v2/remote-dispatch/responses/{before.json()['requestId']}",
                              headers={"x-api-key": dev_key}, timeout=30),
                 requests.get(stack.base + "/readyz", timeout=30)]
+        time.sleep(3)  # long enough for the running task to meet the outage between its actions
     finally:
         run("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start")
     for response in down:
@@ -44,7 +50,7 @@ def test_database_outage_is_503_and_recovers_without_restarts(stack, dev_key):
         time.sleep(0.5)
     after = submit_http(stack.base, dev_key, {"prompt": "answer after", "executionMode": "cloud"})
     assert after.status_code == 202
-    ids = [before.json()["requestId"], after.json()["requestId"]]
+    ids = [before.json()["requestId"], across.json()["requestId"], after.json()["requestId"]]
     done = wait_all_terminal(stack.base, dev_key, ids)
     REPORT["database restart: responses while down"] = [r.status_code for r in down]
-    assert [done[i]["response"]["text"] for i in ids] == ["before", "after"]
+    assert [done[i]["response"]["text"] for i in ids] == ["before", "across the outage", "after"]
