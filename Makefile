@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services openapi bench clean
+.PHONY: run test test-fast services openapi bench bench-profile clean
 
 $(STAMP): requirements.txt setup.cfg setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -28,6 +28,20 @@ test: $(STAMP) services
 
 services:
 	bash tests/ensure_services.sh
+
+## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
+## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.
+BENCH_SERVICES := TEST_DB=remote_dispatch_bench TEST_VHOST=rd_bench bash tests/ensure_services.sh
+bench: $(STAMP)
+	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
+	$(BENCH_SERVICES)
+	$(BIN)/python -m bench.run
+
+## Where the time goes under the benchmarks' load (py-spy): top frames of submit, poll and the pipeline.
+bench-profile: $(STAMP)
+	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy
+	$(BENCH_SERVICES)
+	$(BIN)/python -m bench.profile
 
 openapi: $(STAMP)
 	$(BIN)/flask openapi write openapi.json

@@ -1,0 +1,1 @@
+"""Benchmarks: each figure measured side by side with its baseline in the same run (`make bench`)."""
