@@ -54,8 +54,10 @@ def submit(api_key_id, data, idempotency_key=None):
     callback = None
     if data.get("callbackUrl"):
         callback = {"secret": data.get("callbackSecret"), "headers": data.get("callbackHeaders") or {}}
+    # The id is ours before the commit: reading task.id after it would reload the expired row.
+    task_id = new_id()
     task = Task(
-        id=new_id(),
+        id=task_id,
         api_key_id=api_key_id,
         status="pending",
         agent=agent_for(data["prompt"]),
@@ -72,7 +74,7 @@ def submit(api_key_id, data, idempotency_key=None):
     if idempotency_key:
         db.session.flush()
         db.session.add(IdempotencyKey(api_key_id=api_key_id, key=idempotency_key,
-                                      body_hash=body_hash, task_id=task.id))
+                                      body_hash=body_hash, task_id=task_id))
     try:
         db.session.commit()
     except IntegrityError:  # a concurrent request with the same key committed first
@@ -81,8 +83,8 @@ def submit(api_key_id, data, idempotency_key=None):
         if not original:
             raise
         return original, True
-    dispatch(task.id)
-    return task.id, False
+    dispatch(task_id)
+    return task_id, False
 
 
 def _body_hash(data):
