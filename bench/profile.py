@@ -46,9 +46,15 @@ def frame_name(frame):
     return f"{match['func']} ({path})"
 
 
+def package(frame):
+    """The top-level package (or stdlib module) a frame's file belongs to."""
+    path = frame.rpartition(" (")[2].rstrip(")")
+    return path.split("/")[0].removesuffix(".py") if path else "?"
+
+
 def summarize(path):
     """Top frames by own time and by inclusive time (our code: app/, workers/), as text lines."""
-    own, inclusive, total, waiting = Counter(), Counter(), 0, 0
+    own, inclusive, packages, total, waiting = Counter(), Counter(), Counter(), 0, 0
     for line in Path(path).read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack:
@@ -61,12 +67,15 @@ def summarize(path):
         total += count
         if frames:
             own[frames[-1]] += count
+            packages[package(frames[-1])] += count
         for frame in set(frames):
             if "(app/" in frame or "(workers/" in frame:
                 inclusive[frame] += count
     share = lambda n: f"{100 * n / max(total, 1):5.1f}%"  # noqa: E731
     lines = [f"{total} samples ({waiting} more of threads waiting for work left out)", "  own time:"]
     lines += [f"    {share(n)}  {frame}" for frame, n in own.most_common(TOP)]
+    lines += ["  own time by package:", "    " + ", ".join(
+        f"{name} {share(n).strip()}" for name, n in packages.most_common(10))]
     lines += ["  inclusive, our code:"]
     lines += [f"    {share(n)}  {frame}" for frame, n in inclusive.most_common(TOP)]
     return lines
