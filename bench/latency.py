@@ -90,8 +90,7 @@ class Receiver:
         ca = trustme.CA()
         self.ca_file = common.LOG_DIR / "webhook-ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
-        # Trust the test CA the ways HTTP clients look for one (requests, httpx, OpenSSL).
-        self.trust_env = {"SSL_CERT_FILE": str(self.ca_file), "REQUESTS_CA_BUNDLE": str(self.ca_file)}
+        self.trust_env = {"WEBHOOK_CA_BUNDLE": str(self.ca_file)}
         self.arrivals = {}
         self.cond = threading.Condition()
         receiver = self
