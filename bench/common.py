@@ -172,11 +172,18 @@ def http_ok(url):
         return False
 
 
-def start_gunicorn(name, wsgi_app):
-    """gunicorn with the product's config/gunicorn.py (gthread, same workers and threads) on a free port."""
+def start_gunicorn(name, wsgi_app, code_from=None):
+    """gunicorn with the product's config/gunicorn.py (gthread, same workers and threads) on a free port.
+
+    code_from: a folder whose `app` (and `workers`, `config`) the server imports instead of ours.
+    """
     port = free_port()
-    proc = Proc(name, [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", wsgi_app],
-                env={"PORT": str(port)},
+    argv = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", wsgi_app]
+    if code_from:  # imported before gunicorn puts our folder first on sys.path
+        argv[1:3] = ["-c", f"import sys; sys.path.insert(0, {str(code_from)!r}); "
+                           "import app, config.settings; print('app from', app.__file__, flush=True); "
+                           "from gunicorn.app.wsgiapp import run; sys.argv[0] = 'gunicorn'; sys.exit(run())"]
+    proc = Proc(name, argv, env={"PORT": str(port)},
                 ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz")
                 or http_ok(f"http://127.0.0.1:{port}/bench/trivial"))
     proc.url = f"http://127.0.0.1:{port}"
