@@ -177,3 +177,15 @@ def test_api_keys_are_stored_hashed(api_key):
     stored = db.session.execute(select(ApiKey.key_hash, ApiKey.prefix)).all()
     assert all(api_key not in row.key_hash for row in stored)
     assert make_key("carol") != api_key
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"prompt": "answer a\u0000b", **CLOUD}, "prompt"),
+    ({"prompt": "x", "inputVariables": {"k": ["ok", "n\u0000l"]}, **CLOUD}, "inputVariables"),
+    ({"prompt": "x", "secretVariables": {"P\u0000W": "v"}, **CLOUD}, "secretVariables"),
+])
+def test_nul_characters_are_refused_with_400(client, api_key, body, field):
+    response = submit(client, api_key, body)
+    assert response.status_code == 400
+    assert response.get_json() == {"error": "Invalid Request",
+                                   "message": f"{field}: must not contain NUL characters (\\u0000)."}

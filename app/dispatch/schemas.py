@@ -21,10 +21,29 @@ CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re
 
 
 class LenientSchema(ma.Schema):
-    """Unknown fields are ignored, as the contract promises."""
+    """Unknown fields are ignored, as the contract promises; NUL characters are refused."""
 
     class Meta:
         unknown = EXCLUDE
+
+    @pre_load
+    def _no_nul_characters(self, data, **_):
+        """Postgres text cannot hold U+0000: refuse it here (400) rather than fail at the insert."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                if _has_nul(name) or _has_nul(value):
+                    raise ValidationError("must not contain NUL characters (\\u0000).", name)
+        return data
+
+
+def _has_nul(value):
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 class AttachmentSchema(LenientSchema):
