@@ -15,6 +15,15 @@ log = logging.getLogger(__name__)
 BATCH = 500
 
 
+def _publish_each(ids, publish, what):
+    """End the read transaction, publish each id; returns how many the broker took."""
+    db.session.commit()
+    sent = sum(1 for item_id in ids if publish(item_id))
+    if ids:
+        log.info("published %d of %d %s", sent, len(ids), what)
+    return sent
+
+
 def dispatch_undispatched():
     """Publish tasks whose publish failed (or whose message was lost); returns how many."""
     config = current_app.config
@@ -26,11 +35,7 @@ def dispatch_undispatched():
         select(Task.id).where(Task.status == "pending", Task.lease_owner.is_(None), stale)
         .order_by(Task.created_at).limit(BATCH)
     ).scalars().all()
-    db.session.commit()
-    sent = sum(1 for task_id in ids if dispatch(task_id))
-    if ids:
-        log.info("re-published %d of %d undispatched tasks", sent, len(ids))
-    return sent
+    return _publish_each(ids, dispatch, "undispatched tasks")
 
 
 def expire_leases():
@@ -93,11 +98,7 @@ def publish_due_webhooks():
                 published < now_plus(-config["REDISPATCH_AFTER_SECONDS"])))
         .order_by(WebhookDelivery.next_attempt_at).limit(BATCH)
     ).scalars().all()
-    db.session.commit()
-    sent = sum(1 for delivery_id in ids if outbox.publish(delivery_id))
-    if ids:
-        log.info("published %d of %d due webhook deliveries", sent, len(ids))
-    return sent
+    return _publish_each(ids, outbox.publish, "due webhook deliveries")
 
 
 def purge_idempotency_keys():
