@@ -9,6 +9,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.sql import expression
+from sqlalchemy.sql import functions as sqlfunctions
 
 from .extensions import db
 
@@ -180,6 +181,12 @@ class now_plus(expression.FunctionElement):
 
     def __init__(self, seconds):
         super().__init__(literal(float(seconds)))
+
+
+@compiles(sqlfunctions.now, "sqlite")
+def _now_sqlite(element, compiler, **kw):
+    """SQLite's CURRENT_TIMESTAMP has whole seconds; timestamps keep milliseconds everywhere."""
+    return "(strftime('%Y-%m-%d %H:%M:%f', 'now'))"
 
 
 @compiles(now_plus, "postgresql")
