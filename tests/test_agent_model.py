@@ -66,6 +66,16 @@ def test_general_agent_uses_its_tools_and_is_briefed(client, api_key, model, mod
     assert trace[-1]["credits"] == 1.2
 
 
+def test_a_tool_the_agent_lacks_is_reported_back_and_the_model_recovers(client, api_key, model, model_worker):
+    model.script(tool_call("click", target="Sign in"), tool_call("answer", text="No browser here, so I stopped."))
+    _, body = run(client, api_key, {"prompt": "Sign me in"})
+    assert body["status"] == "success", body
+    assert body["response"]["text"] == "No browser here, so I stopped."
+    observation = model.bodies()[1]["messages"][-1]
+    assert observation["role"] == "tool"
+    assert "not available to the general agent" in observation["content"]
+
+
 def test_web_agent_reads_pages_in_cloud_mode(client, api_key, model, pages, model_worker):
     model.script(tool_call("go_to", url=pages.url("/article")), tool_call("extract", selector="p.lead"),
                  text("The grey heron is a long-legged bird."))

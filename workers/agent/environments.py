@@ -41,8 +41,8 @@ class Environment:
 
     def execute(self, action):
         handler = getattr(self, f"do_{action.name}", None)
-        if handler is None:
-            raise Finish(Outcome("error", self.unavailable(action.name)))
+        if handler is None:  # a model can try something else; the built-in planner fails with this
+            return Observation(self.unavailable(action.name), failed=True)
         try:
             return handler(**action.args)
         except TypeError as exc:  # the planner passed arguments the tool does not take
