@@ -72,14 +72,15 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
     if status in TERMINAL:
         values.update(completed_at=now(), secrets_sealed=None, hitl=None)
     won = db.session.execute(
-        update(Task).where(and_(*condition)).values(**values).returning(Task.id)
-    ).first() is not None
-    if not won:
+        update(Task).where(and_(*condition)).values(**values).returning(Task.callback_url)
+    ).first()
+    if won is None:
         db.session.rollback()
         return False
     from .webhooks.outbox import add_delivery  # noqa: PLC0415 (outbox belongs to the same transaction)
 
-    delivery_id = add_delivery(db.session.get(Task, task_id), status)
+    # Only a task with a callback needs reading back for its webhook payload.
+    delivery_id = add_delivery(db.session.get(Task, task_id), status) if won.callback_url else None
     _notify(task_id)
     db.session.commit()
     if delivery_id:
