@@ -10,6 +10,7 @@ def create_app(overrides=None):
     from .api import api
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
+    from .files.routes import blp as files_blp
     from .webhooks.routes import blp as webhooks_blp
     from .waiting import TaskWaiters
 
@@ -38,6 +39,7 @@ def create_app(overrides=None):
 
     api.register_blueprint(dispatch_blp)
     api.register_blueprint(webhooks_blp)
+    api.register_blueprint(files_blp)
     app.register_blueprint(health.blp)
 
     errors.register(app)

@@ -82,6 +82,8 @@ class Task(db.Model):
     # Fernet-encrypted JSON: {"secret", "headers"} for the webhook; secretVariables values.
     callback_sealed: Mapped[str | None] = mapped_column(Text)
     secrets_sealed: Mapped[str | None] = mapped_column(Text)
+    # Fernet-encrypted JSON: each mcpServers item's authentication (options keep only its type).
+    mcp_sealed: Mapped[str | None] = mapped_column(Text)
 
     response: Mapped[dict | None] = mapped_column(JSON)
     usage: Mapped[dict | None] = mapped_column(JSON)
@@ -158,6 +160,8 @@ class StoredFile(db.Model):
     size: Mapped[int | None] = mapped_column(Integer)
     data: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+    __table_args__ = (Index("ix_files_created_at", "created_at"),)  # the expiry sweep
 
 
 class IdempotencyKey(db.Model):

@@ -93,6 +93,13 @@ def load():
         # Outbound URLs: callbacks, MCP servers, page fetches.
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
+        # Attachments: upload size limit, how long files are kept, how long a presigned post is valid.
+        "MAX_UPLOAD_BYTES": _env("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, int),
+        "FILE_TTL_SECONDS": _env("FILE_TTL_SECONDS", 7 * 24 * 3600, int),
+        "PRESIGNED_POST_TTL_SECONDS": _env("PRESIGNED_POST_TTL_SECONDS", 3600, int),
+        # MCP tool servers: connecting and each tool call; tool results kept in the trace.
+        "MCP_TIMEOUT_SECONDS": _env("MCP_TIMEOUT_SECONDS", 30, float),
+        "MCP_TRACE_RESULT_CHARS": _env("MCP_TRACE_RESULT_CHARS", 500, int),
         # Webhook delivery: seconds before each attempt (the first is immediate), then `failed`.
         "WEBHOOK_RETRY_SCHEDULE": _env("WEBHOOK_RETRY_SCHEDULE", DEFAULT_RETRY_SCHEDULE, _seconds_list),
         "WEBHOOK_RETRY_JITTER": _env("WEBHOOK_RETRY_JITTER", 0.1, float),

@@ -12,6 +12,7 @@ app.conf.beat_schedule = {
     "end-unanswered-input": {"task": "workers.sweep_input_timeouts", "schedule": _sweep},
     "publish-due-webhooks": {"task": "workers.sweep_webhooks", "schedule": _sweep},
     "purge-idempotency-keys": {"task": "workers.purge_idempotency_keys", "schedule": 3600},
+    "purge-expired-files": {"task": "workers.purge_expired_files", "schedule": 300},
 }
 
 from workers import tasks  # noqa: E402,F401  (registers the tasks)

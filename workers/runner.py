@@ -12,12 +12,14 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from app import lifecycle
 from app.crypto import unseal
 from app.extensions import db
+from app.files.service import referenced_keys
 from app.models import Task, now_plus
 
 from .agent.actions import Outcome
 from .agent.conversation import Conversation
 from .agent.environments import environment_for
 from .agent.loop import AgentLoop, Budget, RunState
+from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
 from .planners import Brief, make_planner
 from .planners.builtin import split_steps
@@ -67,6 +69,7 @@ def execute_task(task_id):
     config = current_app.config
     task = db.session.get(Task, task_id)
     secrets = Secrets(unseal(task.secrets_sealed))
+    secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
         stop = lambda: lease.lost.is_set() or _cancel_requested(task_id)  # noqa: E731
         loop = None
@@ -81,7 +84,7 @@ def execute_task(task_id):
                 log.exception("task %s failed", task_id)
                 outcome = Outcome("error", "The task failed because of an internal error.")
             finally:
-                loop.environment.close()
+                close_environment(loop.environment)
     if lease.lost.is_set():
         log.warning("lease on %s lost; another worker or a sweep owns it now", task_id)
         return
@@ -122,36 +125,57 @@ def _cancel_requested(task_id):
         return False
 
 
+def close_environment(environment):
+    try:
+        environment.close()
+    finally:
+        environment.remove_temporary_files()
+        if environment.mcp is not None:
+            environment.mcp.close()
+
+
 def build_loop(task, owner, should_stop, secrets):
     config = current_app.config
     options = task.options or {}
     schema = (options.get("responseFormat") or {}).get("jsonSchema")
-    environment = environment_for(task, should_stop, config)
-    prompt = "\n".join(split_steps(task.prompt)) if task.agent == "web" else task.prompt.strip()
-    # A value the caller also wrote out in plain text still reaches the planner only as its placeholder.
-    brief = Brief(
-        prompt=secrets.redact(prompt), agent=task.agent, tools=environment.tools(schema),
-        variables=secrets.redact(options.get("inputVariables") or {}),
-        additional_context=secrets.redact(options.get("additionalContext") or {}),
-        secret_names=secrets.names(), response_schema=schema,
-        time_zone=options.get("timeZone") or "America/Los_Angeles",
-        attachments=[a["key"] for a in options.get("attachments") or []],
-    )
-    state = _resumed_state(task, secrets) or RunState(
-        Conversation.begin(secrets.redact(_earlier_messages(task)), brief.prompt))
-    planner = make_planner(brief, config)
-    budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
-    pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
+    # One session per MCP server for the whole run; a server that cannot be used ends the task (ValueError).
+    mcp = open_servers(task, config, unseal(task.mcp_sealed))
+    try:
+        environment = environment_for(task, should_stop, config)
+    except BaseException:
+        if mcp is not None:
+            mcp.close()
+        raise
+    environment.mcp = mcp
+    try:
+        prompt = "\n".join(split_steps(task.prompt)) if task.agent == "web" else task.prompt.strip()
+        # A value the caller also wrote out in plain text still reaches the planner only as its placeholder.
+        brief = Brief(
+            prompt=secrets.redact(prompt), agent=task.agent, tools=environment.tools(schema),
+            variables=secrets.redact(options.get("inputVariables") or {}),
+            additional_context=secrets.redact(options.get("additionalContext") or {}),
+            secret_names=secrets.names(), response_schema=schema,
+            time_zone=options.get("timeZone") or "America/Los_Angeles",
+            attachments=referenced_keys(options),
+        )
+        state = _resumed_state(task, secrets) or RunState(
+            Conversation.begin(secrets.redact(_earlier_messages(task)), brief.prompt))
+        planner = make_planner(brief, config)
+        budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
+        pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
 
-    def progress(state):
-        try:
-            lifecycle.record_progress(task.id, owner, state.trace, state.usage(*pricing))
-        except DATABASE_DOWN:  # progress is a courtesy to pollers; the finish writes it all
-            db.session.remove()
-            log.warning("database unavailable; progress of %s not recorded", task.id)
+        def progress(state):
+            try:
+                lifecycle.record_progress(task.id, owner, state.trace, state.usage(*pricing))
+            except DATABASE_DOWN:  # progress is a courtesy to pollers; the finish writes it all
+                db.session.remove()
+                log.warning("database unavailable; progress of %s not recorded", task.id)
 
-    return AgentLoop(planner, environment, budget, pricing, state, on_progress=progress,
-                     should_stop=should_stop, secrets=secrets, response_schema=schema)
+        return AgentLoop(planner, environment, budget, pricing, state, on_progress=progress,
+                         should_stop=should_stop, secrets=secrets, response_schema=schema)
+    except BaseException:
+        close_environment(environment)
+        raise
 
 
 def _resumed_state(task, secrets):

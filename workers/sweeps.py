@@ -1,5 +1,6 @@
 """Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
-unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys."""
+unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys;
+delete uploaded files older than FILE_TTL_SECONDS."""
 import logging
 
 from flask import current_app
@@ -7,6 +8,7 @@ from sqlalchemy import and_, delete, or_, select
 
 from app import lifecycle
 from app.dispatch.service import dispatch
+from app.files import service as files
 from app.extensions import db
 from app.models import IdempotencyKey, Task, WebhookDelivery, now, now_plus
 from app.webhooks import delivery, outbox
@@ -108,3 +110,8 @@ def purge_idempotency_keys():
         delete(IdempotencyKey).where(IdempotencyKey.created_at < now_plus(-ttl))).rowcount
     db.session.commit()
     return purged
+
+
+def purge_expired_files():
+    """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier); returns how many."""
+    return files.purge_expired()

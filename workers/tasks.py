@@ -41,3 +41,8 @@ def sweep_webhooks():
 @shared_task(name="workers.purge_idempotency_keys")
 def purge_idempotency_keys():
     return sweeps.purge_idempotency_keys()
+
+
+@shared_task(name="workers.purge_expired_files")
+def purge_expired_files():
+    return sweeps.purge_expired_files()

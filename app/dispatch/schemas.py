@@ -68,12 +68,71 @@ class ChatMessageSchema(LenientSchema):
     content = fields.String(required=True)
 
 
+MCP_AUTH_TYPES = ("none", "bearer-token", "custom-headers")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+# Headers the HTTP client and the MCP transport set themselves.
+RESERVED_HEADERS = {"host", "content-length", "content-type", "transfer-encoding", "connection", "accept",
+                    "mcp-session-id", "mcp-protocol-version", "last-event-id"}
+
+
+class CustomHeaderSchema(LenientSchema):
+    key = fields.String(required=True)
+    value = fields.String(required=True, validate=validate.Length(max=8000))
+
+    @validates("key")
+    def _is_header_name(self, value, **_):
+        if not HEADER_NAME.match(value):
+            raise ValidationError(f"{value!r} is not an HTTP header name.")
+        if value.lower() in RESERVED_HEADERS:
+            raise ValidationError(f"the header {value!r} is set by the MCP client and cannot be sent.")
+
+    @validates_schema
+    def _one_line(self, data, **_):
+        if any(c in data.get("value", "") for c in "\r\n"):
+            raise ValidationError("header values must be one line.", "value")
+
+
+class McpAuthenticationSchema(LenientSchema):
+    type = fields.String(required=True, validate=validate.OneOf(
+        MCP_AUTH_TYPES, error="type must be one of none, bearer-token, custom-headers."))
+    bearerToken = fields.String(allow_none=True, validate=validate.Length(min=1, max=8000))
+    customHeaders = fields.List(fields.Nested(CustomHeaderSchema), allow_none=True,
+                                validate=validate.Length(max=20))
+
+    @validates_schema
+    def _credentials_for_type(self, data, **_):
+        kind = data.get("type")
+        if kind == "bearer-token" and not data.get("bearerToken"):
+            raise ValidationError("bearerToken is required when type is 'bearer-token'.", "bearerToken")
+        if kind == "bearer-token" and any(c in data["bearerToken"] for c in "\r\n"):
+            raise ValidationError("bearerToken must be one line.", "bearerToken")
+        if kind == "custom-headers" and not data.get("customHeaders"):
+            raise ValidationError("customHeaders (a list of {key, value}) is required when type is "
+                                  "'custom-headers'.", "customHeaders")
+
+
+
+
+def mcp_namespace(label, index):
+    """The prefix of a server's tool names: its label in ^[A-Za-z0-9_-]+$ (model tool-name rules)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "_", (label or "").strip()).strip("_")[:30]
+    return cleaned or f"mcp{index + 1}"
+
+
 class McpServerSchema(LenientSchema):
-    url = fields.String(required=True, validate=validate.Length(min=1))
-    label = fields.String(allow_none=True)
-    description = fields.String(allow_none=True)
-    authentication = fields.Dict(allow_none=True)
-    selectedTools = fields.List(fields.String(), allow_none=True)
+    url = fields.String(required=True, validate=validate.Length(min=1, max=2000))
+    label = fields.String(allow_none=True, validate=validate.Length(max=100))
+    description = fields.String(allow_none=True, validate=validate.Length(max=2000))
+    authentication = fields.Nested(McpAuthenticationSchema, allow_none=True)
+    selectedTools = fields.List(fields.String(validate=validate.Length(min=1, max=200)), allow_none=True)
+
+    @validates("url")
+    def _is_http_url(self, value, **_):
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValidationError("url must be an http:// or https:// URL of an MCP server.")
+        if parts.username or parts.password:
+            raise ValidationError("url must not carry credentials; use authentication.")
 
 
 class SubmitSchema(LenientSchema):
@@ -86,7 +145,7 @@ class SubmitSchema(LenientSchema):
     responseFormat = fields.Nested(ResponseFormatSchema, allow_none=True)
     attachments = fields.List(fields.Nested(AttachmentSchema), allow_none=True)
     timeZone = fields.String(load_default="America/Los_Angeles")
-    mcpServers = fields.List(fields.Nested(McpServerSchema), allow_none=True)
+    mcpServers = fields.List(fields.Nested(McpServerSchema), allow_none=True, validate=validate.Length(max=10))
     secretVariables = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
     inputVariables = fields.Dict(keys=fields.String(), allow_none=True)
     chatHistory = fields.List(fields.Nested(ChatMessageSchema), allow_none=True)
@@ -147,6 +206,13 @@ class SubmitSchema(LenientSchema):
                 f"header(s) {', '.join(repr(b) for b in bad)} not allowed: only Authorization "
                 "and headers starting with x- may be sent.")
 
+    @validates("mcpServers")
+    def _distinct_labels(self, value, **_):
+        labels = [mcp_namespace(server.get("label"), i).lower() for i, server in enumerate(value or [])]
+        if len(labels) != len(set(labels)):
+            raise ValidationError("each MCP server needs its own label (letters, digits, '_' and '-' "
+                                  "count; they prefix the server's tool names).")
+
     @validates_schema
     def _client_needs_window(self, data, **_):
         if data.get("executionMode", "client") == "client" and not data.get("browserWindowId"):
@@ -177,6 +243,7 @@ class TraceEntrySchema(ma.Schema):
     startTs = fields.String()
     endTs = fields.String()
     durationMs = fields.Integer()
+    result = fields.String(metadata={"description": "MCP tool calls: the tool's result, truncated"})
 
 
 class ResponseSchema(ma.Schema):

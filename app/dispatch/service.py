@@ -14,6 +14,8 @@ from .. import lifecycle
 from ..crypto import seal
 from ..errors import ApiError, invalid
 from ..extensions import TASKS_QUEUE, db
+from ..files.service import referenced_keys, require_files
+from .schemas import mcp_namespace
 from ..models import BrowserWindow, IdempotencyKey, Task, new_id, now, now_plus
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,11 @@ def submit(api_key_id, data, idempotency_key=None):
     previous = data.get("previousRequestId")
     if previous and not _owns_task(api_key_id, previous):
         raise invalid(f"previousRequestId '{previous}' is not a request made with this API key.")
+    require_files(api_key_id, referenced_keys(data))
+    options = {name: data[name] for name in OPTION_FIELDS if data.get(name) is not None}
+    mcp_credentials = None
+    if data.get("mcpServers"):
+        options["mcpServers"], mcp_credentials = split_mcp_credentials(data["mcpServers"])
 
     callback = None
     if data.get("callbackUrl"):
@@ -64,11 +71,12 @@ def submit(api_key_id, data, idempotency_key=None):
         execution_mode=mode,
         browser_window_id=window_id,
         prompt=data["prompt"],
-        options={name: data[name] for name in OPTION_FIELDS if data.get(name) is not None},
+        options=options,
         previous_request_id=previous,
         callback_url=data.get("callbackUrl"),
         callback_sealed=seal(callback),
         secrets_sealed=seal(data.get("secretVariables") or None),
+        mcp_sealed=seal(mcp_credentials),
     )
     db.session.add(task)
     if idempotency_key:
@@ -85,6 +93,19 @@ def submit(api_key_id, data, idempotency_key=None):
         return original, True
     dispatch(task_id)
     return task_id, False
+
+
+def split_mcp_credentials(servers):
+    """(servers as stored in options, their authentication to seal): options keep the type only."""
+    stored, credentials = [], []
+    for index, server in enumerate(servers):
+        auth = server.get("authentication") or {"type": "none"}
+        stored.append({"url": server["url"], "label": server.get("label"),
+                       "namespace": mcp_namespace(server.get("label"), index), "description": server.get("description"),
+                       "authentication": {"type": auth["type"]}, "selectedTools": server.get("selectedTools")})
+        credentials.append({"type": auth["type"], "bearerToken": auth.get("bearerToken"),
+                            "customHeaders": auth.get("customHeaders") or []})
+    return stored, credentials
 
 
 def _body_hash(data):

@@ -45,6 +45,7 @@ class Observation:
     text: str = ""
     url: str = ""
     failed: bool = False  # the step did not do what it should (page unreachable, nothing matched)
+    trace_result: str | None = None  # a short copy of the result kept in the trace (MCP tool calls)
 
 
 @dataclass
@@ -73,12 +74,16 @@ DESCRIPTIONS = {
     "go_to": "go to {url}", "click": 'click "{target}"', "type": 'type {text} into "{target}"',
     "press": "press {key}", "extract": "extract {selector}", "wait": "wait {seconds:g} s",
     "current_time": "current time", "read_attachment": "read attachment {key}", "ask_user": "ask: {question}",
-    "answer": "answer", "fail": "fail: {reason}",
+    "answer": "answer", "fail": "fail: {reason}", "upload": 'upload {key} into "{target}"',
 }
 
 
 def describe(name, args):
     """The trace line for an action (arguments as the planner wrote them, so secrets stay placeholders)."""
+    if name == "use_tool":
+        import json
+
+        return f"use {args.get('server')}.{args.get('tool')} with {json.dumps(args.get('arguments') or {}, ensure_ascii=False)}"
     try:
         return DESCRIPTIONS[name].format(**args)
     except (KeyError, ValueError, IndexError):

@@ -1,4 +1,8 @@
-"""Environments execute actions: the general agent's server-side tools and the web agent's page reader."""
+"""Environments execute actions: the general agent's server-side tools and the web agent's page reader.
+
+Every environment also runs the task's MCP tools (`mcp`, set by the runner) and reads its attachments."""
+import os
+import tempfile
 import time
 import uuid
 from datetime import datetime
@@ -7,17 +11,27 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 
 from app.extensions import db
+from app.files.service import referenced_keys
 from app.models import StoredFile
 
-from . import pages
+from . import attachments, pages
 from .actions import STRING, Finish, Observation, Outcome, Tool, params
+from .mcp import McpFailure
+
+try:
+    from workers.browser.base import BrowserError
+except ImportError:  # the browser package lands with the cloud_browser issue
+    class BrowserError(Exception):
+        pass
 
 MAX_OBSERVATION_CHARS = 20000
-BROWSER_ONLY = ("click", "type", "press")
+BROWSER_ONLY = ("click", "type", "press", "upload")
 
 
 class Environment:
-    """The tools every agent has: answer, ask the user, wait."""
+    """The tools every agent has: answer, ask the user, wait, and the task's MCP tools."""
+
+    mcp = None  # workers.agent.mcp.McpServers of the task, when it has MCP servers
 
     def __init__(self, task, should_stop=lambda: False):
         self.task = task
@@ -34,12 +48,20 @@ class Environment:
                  "go on without information only the user has.", params(["question"], question=STRING)),
             Tool("wait", "Wait some seconds (e.g. for something to happen).",
                  params(["seconds"], seconds={"type": "number", "minimum": 0, "maximum": 60})),
-        ]
+        ] + (self.mcp.tools() if self.mcp else []) + self._upload_tool()
+
+    def _upload_tool(self):
+        if self.task.agent != "web" or not self.attachment_keys():
+            return []
+        return [Tool("upload", "Put an attached file into a file input of the page (browser modes).",
+                     params(["key", "target"], key=STRING, target=STRING))]
 
     def url(self):
         return ""
 
     def execute(self, action):
+        if self.mcp and action.name in self.mcp.tools_by_name:
+            return self._call_mcp(self.mcp.tools_by_name[action.name], action.args)
         handler = getattr(self, f"do_{action.name}", None)
         if handler is None:  # a model can try something else; the built-in planner fails with this
             return Observation(self.unavailable(action.name), failed=True)
@@ -55,6 +77,75 @@ class Environment:
         if content is not None:
             raise Finish(Outcome("success", "", structured=content))
         raise Finish(Outcome("success", text if text is not None else ""))
+
+    def do_use_tool(self, server, tool, arguments=None):
+        """The built-in step `use <label>.<tool> with {json}`."""
+        found = self.mcp.find(server, tool) if self.mcp else None
+        if found is None:
+            offered = ", ".join(f"{t.server.label}.{t.name}" for t in self.mcp.tools_by_name.values()) if self.mcp else ""
+            return Observation(f"No MCP tool '{server}.{tool}' in this task"
+                               + (f" (it has: {offered})." if offered else " (it has no mcpServers)."), failed=True)
+        return self._call_mcp(found, arguments or {})
+
+    def do_upload(self, key, target):
+        """The step `upload "<key>" into "<target>"`: an attachment into the page's file input."""
+        browser = getattr(self, "browser", None)
+        if browser is None:
+            return Observation("The step 'upload' needs a browser: use executionMode 'cloud_browser' or "
+                               "'client'.", failed=True)
+        path, problem = self.attachment_path(key)
+        if path is None:
+            return Observation(problem, failed=True)
+        try:
+            browser.upload(target, path)
+        except BrowserError as exc:
+            return Observation(str(exc), self.url(), failed=True)
+        return Observation(f"uploaded {os.path.basename(path)} into {target}", self.url())
+
+    def _call_mcp(self, tool, arguments):
+        if not isinstance(arguments, dict):
+            return Observation(f"The arguments of {tool.server.label}.{tool.name} must be a JSON object.", failed=True)
+        try:
+            return self.mcp.call(tool, arguments)
+        except McpFailure as exc:  # the server stopped answering: the task cannot rely on it
+            raise Finish(Outcome("error", str(exc))) from None
+
+    def attachment_keys(self):
+        """The files this task may read: attachments and the SDK's inputVariables file references."""
+        return referenced_keys(self.task.options or {})
+
+    def attachment(self, key=None):
+        """(StoredFile, None) or (None, why not)."""
+        keys = self.attachment_keys()
+        if key is None and len(keys) == 1:
+            key = keys[0]
+        if key not in keys:
+            listed = ", ".join(keys) if keys else "none"
+            return None, f"No attachment with key {key!r} in this task (attachments: {listed})."
+        stored = db.session.execute(select(StoredFile).where(
+            StoredFile.key == key, StoredFile.api_key_id == self.task.api_key_id)).scalar_one_or_none()
+        if stored is None:
+            return None, f"The attachment {key!r} no longer exists (files expire after FILE_TTL_SECONDS)."
+        return stored, None
+
+    def attachment_path(self, key):
+        """The attachment written to a private temporary file (for a browser's file input); removed at close."""
+        stored, problem = self.attachment(key)
+        if stored is None:
+            return None, problem
+        folder = tempfile.mkdtemp(prefix="rd-upload-")
+        path = os.path.join(folder, os.path.basename(stored.filename) or "upload")
+        with open(path, "wb") as out:
+            out.write(stored.data or b"")
+        self._temporary = getattr(self, "_temporary", []) + [folder]
+        return path, None
+
+    def remove_temporary_files(self):
+        import shutil
+
+        for folder in getattr(self, "_temporary", []):
+            shutil.rmtree(folder, ignore_errors=True)
+        self._temporary = []
 
     def do_fail(self, reason):
         raise Finish(Outcome("error", reason))
@@ -76,15 +167,13 @@ class Environment:
 
 
 class GeneralEnvironment(Environment):
-    """The general agent: no browser; the time in the task's zone and the task's attachments.
-
-    MCP tools join here when MCP support lands (they extend `tools()` and `execute()`).
-    """
+    """The general agent: no browser; the time in the task's zone and the task's attachments."""
 
     def tools(self, response_schema=None):
         return super().tools(response_schema) + [
             Tool("current_time", "The current date and time in the task's time zone.", params()),
-            Tool("read_attachment", "Read an attached file's text by its key.", params(["key"], key=STRING)),
+            Tool("read_attachment", "Read an attached file by its key: text, CSV, JSON or PDF (its text).",
+                 params(["key"], key=STRING)),
         ]
 
     def unavailable(self, name):
@@ -100,20 +189,14 @@ class GeneralEnvironment(Environment):
         return Observation(f"{now.strftime('%A %Y-%m-%d %H:%M:%S')} ({zone}, UTC{now.strftime('%z')})")
 
     def do_read_attachment(self, key=None):
-        keys = [a["key"] for a in (self.task.options or {}).get("attachments") or []]
-        if key is None and len(keys) == 1:
-            key = keys[0]
-        stored = db.session.execute(select(StoredFile).where(
-            StoredFile.key == key, StoredFile.api_key_id == self.task.api_key_id)).scalar_one_or_none()
+        stored, problem = self.attachment(key)
         if stored is None:
-            return Observation(f"No attachment with key {key!r}.", failed=True)
-        data = stored.data or b""
+            return Observation(problem, failed=True)
         try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return Observation(f"{stored.filename} ({stored.content_type or 'binary'}, {len(data)} bytes) "
-                               "is not a text file.", failed=True)
-        return Observation(f"{stored.filename}:\n{text[:MAX_OBSERVATION_CHARS]}")
+            text = attachments.read_text(stored.filename, stored.content_type, stored.data or b"")
+        except attachments.Unreadable as exc:
+            return Observation(str(exc), failed=True)
+        return Observation(text[:MAX_OBSERVATION_CHARS])
 
 
 class HttpPageEnvironment(Environment):

@@ -109,10 +109,13 @@ class AgentLoop:
                                   url=self.secrets.redact(observation.url or url))
             self.state.actions += 1
             log.info("action %d: %s", self.state.actions, self.secrets.redact(action.description or action.name))
-            self.state.trace.append({
+            entry = {
                 "url": observation.url, "action": self.secrets.redact(action.description or action.name),
                 "startTs": _ts(start), "endTs": _ts(end), "durationMs": int((end - start) * 1000),
-            })
+            }
+            if observation.trace_result is not None:
+                entry["result"] = self.secrets.redact(observation.trace_result)
+            self.state.trace.append(entry)
             self.state.conversation.add_call(action)
             self.state.conversation.add_result(action.call_id, observation.text)
             self.state.last = observation

@@ -13,6 +13,11 @@ class Secrets:
         self._redactions = sorted(((v, "${%s}" % n) for n, v in self.values.items() if v),
                                   key=lambda pair: -len(pair[0]))
 
+    def hide(self, values, placeholder="[redacted]"):
+        """Also redact these values (credentials the planner never names, e.g. MCP tokens)."""
+        self._redactions = sorted(self._redactions + [(v, placeholder) for v in values if v],
+                                  key=lambda pair: -len(pair[0]))
+
     def names(self):
         return sorted(self.values)
 

@@ -1,4 +1,5 @@
 """The built-in planner: runs explicit step-by-step instructions, one step per line, no model."""
+import json
 import re
 
 from workers.agent.actions import Action, describe
@@ -19,6 +20,10 @@ def _value(match, name):
 
 
 # The step grammar (README "Built-in planner"): regex → (tool name, argument builder).
+class UnparseableStep(ValueError):
+    pass
+
+
 STEPS = [
     (r"(?:go to|open|navigate to)\s+(?P<url>.+)", "go_to", lambda m: {"url": m["url"].strip()}),
     (r"click(?: on)?\s+" + _quoted("target"), "click", lambda m: {"target": _value(m, "target")}),
@@ -31,24 +36,37 @@ STEPS = [
      lambda m: {"key": m["key"]} if m["key"] else {}),
     (r"wait\s+(?P<seconds>\d+(?:\.\d+)?)\s*(?:s|sec|seconds?)?", "wait",
      lambda m: {"seconds": float(m["seconds"])}),
+    (r"upload\s+" + _quoted("key") + r"\s+into\s+" + _quoted("target"), "upload",
+     lambda m: {"key": _value(m, "key"), "target": _value(m, "target")}),
+    (r"use\s+(?P<server>[^\s.]+)\.(?P<tool>\S+)(?:\s+with\s+(?P<arguments>\{.*\}))?", "use_tool",
+     lambda m: {"server": m["server"], "tool": m["tool"], "arguments": _json_object(m["arguments"])}),
     (r"ask\s+(?P<question>.+)", "ask_user", lambda m: {"question": m["question"].strip()}),
     (r"answer\s+(?P<text>.+)", "answer", lambda m: {"text": m["text"].strip()}),
 ]
 STEPS = [(re.compile(rf"^{pattern}$", re.I | re.S), name, build) for pattern, name, build in STEPS]
 
 
+def _json_object(text):
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UnparseableStep(f"the arguments {text!r} are not JSON ({exc})") from None
+    return value
+
+
 VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")  # {{name}}: an inputVariables value
-
-
-class UnparseableStep(ValueError):
-    pass
 
 
 def parse_step(line):
     for pattern, name, build in STEPS:
         match = pattern.match(line.strip())
         if match:
-            args = build(match)
+            try:
+                args = build(match)
+            except UnparseableStep as exc:
+                raise UnparseableStep(f"{line.strip()}: {exc}") from None
             return Action(name, args, describe(name, args))
     raise UnparseableStep(line)
 

@@ -1,0 +1,1 @@
+"""Uploaded files (task attachments): direct upload, the SDK's presigned flow, expiry."""
