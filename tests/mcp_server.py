@@ -4,7 +4,8 @@ Run as `python -m tests.mcp_server`: prints {"weather": port, "crm": port, "lega
 line, then serves until killed.
 - weather: Streamable HTTP at /mcp, behind `Authorization: Bearer <WEATHER_TOKEN>`; tools
   `forecast(city)` and `alerts(region)`.
-- crm: Streamable HTTP at /mcp, behind the custom header `X-Crm-Key: <CRM_KEY>`; tool `lookup_customer(email)`.
+- crm: Streamable HTTP at /mcp, behind the custom header `X-Crm-Key: <CRM_KEY>`; tools
+  `lookup_customer(email)` and `slow_report()` (answers after a minute: the timeout case).
 - legacy: the older SSE transport at /sse, no authentication; tool `echo(text)`.
 Every request's headers are appended to the file named by MCP_HEADERS_LOG (to prove what was sent).
 """
@@ -44,6 +45,12 @@ def crm_server():
     def lookup_customer(email: str) -> str:
         """Find a customer by email."""
         return json.dumps({"email": email, "name": "Ada Lovelace", "plan": "gold"})
+
+    @server.tool()
+    async def slow_report() -> str:
+        """A report that takes a minute."""
+        await asyncio.sleep(60)
+        return "late"
 
     return server
 
@@ -105,3 +112,31 @@ async def main():
 
 if __name__ == "__main__":
     sys.exit(asyncio.run(main()))
+
+
+class McpServers:
+    """The servers above in a subprocess, for a test module."""
+
+    def __init__(self):
+        import tempfile
+
+        from tests.processes import ManagedProcess
+
+        self.headers_log = tempfile.mktemp(prefix="mcp-headers-")
+        self.process = ManagedProcess([sys.executable, "-m", "tests.mcp_server"], "mcp-servers",
+                                      {"MCP_HEADERS_LOG": self.headers_log})
+        self.process.wait_until(lambda: self.process.output().lstrip().startswith("{"), timeout=30)
+        self.ports = json.loads(self.process.output().strip().splitlines()[0])
+
+    def url(self, name):
+        return f"http://127.0.0.1:{self.ports[name]}/" + ("sse" if name == "legacy" else "mcp")
+
+    def received_headers(self):
+        try:
+            with open(self.headers_log) as log:
+                return [json.loads(line) for line in log]
+        except FileNotFoundError:
+            return []
+
+    def stop(self):
+        self.process.stop()

@@ -163,7 +163,7 @@ class McpServers:
                 if transport == "sse" or not _maybe_legacy(server.statuses, exc):
                     break
         if not ready.done():
-            ready.set_exception(McpFailure(_explain(server, first_error)))
+            ready.set_exception(McpFailure(_explain(server, first_error, timeout=self.timeout)))
 
     def _transport(self, server, kind):
         def record(response):
@@ -221,7 +221,7 @@ class McpServers:
             future.cancel()
             raise McpFailure(f"{server.describe()} did not answer within {self.timeout:g} s ({doing}).") from None
         except BaseException as exc:  # noqa: BLE001
-            raise McpFailure(_explain(server, exc, doing)) from None
+            raise McpFailure(_explain(server, exc, doing, self.timeout)) from None
 
     def close(self):
         """Close every session (idempotent, never raises)."""
@@ -292,7 +292,7 @@ def _maybe_legacy(statuses, exc):
         _leaf(exc), (httpx2.ConnectError, httpx2.TimeoutException, TimeoutError))
 
 
-def _explain(server, exc, doing="connecting"):
+def _explain(server, exc, doing="connecting", timeout=None):
     leaf = _leaf(exc)
     refused = [s for s in server.statuses if s in (401, 403)]
     if refused:
@@ -300,8 +300,8 @@ def _explain(server, exc, doing="connecting"):
                 "authentication.")
     if isinstance(leaf, httpx2.ConnectError):
         return f"{server.describe()} could not be reached."
-    if isinstance(leaf, (httpx2.TimeoutException, TimeoutError)):
-        return f"{server.describe()} did not answer within its timeout ({doing})."
+    if isinstance(leaf, (httpx2.TimeoutException, TimeoutError)) or "timed out" in str(leaf).lower():
+        return f"{server.describe()} did not answer within {timeout:g} s ({doing})."
     errors = [s for s in server.statuses if s >= 400]
     if errors:
         return f"{server.describe()} answered HTTP {errors[-1]} ({doing}); is this the URL of an MCP server?"
