@@ -117,7 +117,7 @@ def test_general_agent_reads_an_attachment_of_its_own_key_only(client, api_key, 
     assert body["response"]["text"] == "notes.txt:\nBuy milk."
     _, body = run(client, api_key, {"prompt": "read attachment theirs-1"})
     assert body["status"] == "error"
-    assert body["response"]["text"] == "No attachment with key 'theirs-1'."
+    assert body["response"]["text"] == "No attachment with key 'theirs-1' in this task (attachments: none)."
 
 
 def test_secrets_reach_the_page_and_nothing_else(client, api_key, worker, pages):

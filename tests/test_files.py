@@ -229,3 +229,13 @@ def test_the_sdks_input_variable_files_are_readable_and_listed(client, api_key, 
         "source": "remoteDispatchUpload", "id": key, "filename": "todo.txt", "mimeType": "text/plain"}}})
     assert body["status"] == "success", body
     assert body["response"]["output"]["content"] == "todo.txt:\nremember the milk"
+
+
+@pytest.mark.slow
+def test_the_upload_step_needs_a_browser_and_an_attached_file(client, api_key, worker):
+    key = upload(client, api_key, b"%PDF-1.4 cv", "cv.pdf").get_json()["key"]
+    _, body = run(client, api_key, {"prompt": f'/Operator\nupload "{key}" into "Resume"',
+                                    "attachments": [{"key": key}]})
+    assert body["status"] == "error"
+    assert "needs a browser" in body["response"]["output"]["content"]
+    assert body["response"]["actionTrace"][0]["action"] == f'upload {key} into "Resume"'

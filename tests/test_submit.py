@@ -137,9 +137,13 @@ def test_previous_request_must_belong_to_the_same_key(client, api_key, other_key
 
 
 def test_unknown_fields_are_ignored_and_sdk_aliases_accepted(client, api_key):
+    import io
+
+    f1 = client.post("/fast/v2/files", headers={"x-api-key": api_key}, content_type="multipart/form-data",
+                     data={"file": (io.BytesIO(b"hi"), "f1.txt")}).get_json()["key"]
     response = submit(client, api_key, {
         "prompt": "answer hi", **CLOUD, "somethingNew": {"a": 1}, "saveScreenshots": True,
-        "attachment": {"key": "f1"}, "reasoningMode": "fast",
+        "attachment": {"key": f1}, "reasoningMode": "fast",
         "responseFormat": {"type": "json_schema",
                            "json_schema": {"name": "R", "schema": {"type": "object"}}},
         "mcpServers": [{"url": "https://mcp.example.com", "label": None, "description": None,
@@ -148,7 +152,7 @@ def test_unknown_fields_are_ignored_and_sdk_aliases_accepted(client, api_key):
     assert response.status_code == 202
     task = db.session.get(Task, response.get_json()["requestId"])
     assert task.options["generateGif"] is True
-    assert task.options["attachments"] == [{"key": "f1"}]
+    assert task.options["attachments"] == [{"key": f1}]
     assert task.options["responseFormat"] == {"type": "jsonSchema", "jsonSchema": {"type": "object"}}
     assert "somethingNew" not in task.options
 

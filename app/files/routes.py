@@ -2,14 +2,31 @@
 from flask import g, request, url_for
 from flask.views import MethodView
 from flask_smorest import Blueprint
+from webargs.flaskparser import FlaskParser
+from werkzeug.datastructures import CombinedMultiDict
 
 from ..auth import require_api_key
 from ..ratelimits import requests_limit
 from . import service
-from .schemas import PresignedFieldsSchema, PresignedPostSchema, PresignRequestSchema, StoredFileSchema, UploadSchema
+from .schemas import (
+    PresignedPostSchema, PresignedUploadSchema, PresignRequestSchema, StoredFileSchema, UploadSchema,
+)
 
-blp = Blueprint("files", __name__, url_prefix="/fast/v2",
-                description="Upload files to attach to tasks.")
+
+
+class MultipartParser(FlaskParser):
+    """`files` means the whole multipart body: its form fields and its files (one documented schema)."""
+
+    def load_files(self, req, schema):
+        return self._makeproxy(CombinedMultiDict([req.files, req.form]), schema)
+
+
+class FilesBlueprint(Blueprint):
+    ARGUMENTS_PARSER = MultipartParser()
+
+
+blp = FilesBlueprint("files", __name__, url_prefix="/fast/v2",
+                     description="Upload files to attach to tasks.")
 
 UNAUTHENTICATED = ("files.PresignedUpload",)
 UPLOADS = ("files.Files", "files.PresignedUpload")
@@ -60,17 +77,16 @@ class Presign(MethodView):
 
 @blp.route("/files/presigned-upload")
 class PresignedUpload(MethodView):
-    @blp.arguments(PresignedFieldsSchema, location="form", error_status_code=400)
-    @blp.arguments(UploadSchema, location="files", error_status_code=400)
+    @blp.arguments(PresignedUploadSchema, location="files", error_status_code=400)
     @blp.response(201, StoredFileSchema)
     @blp.alt_response(400, schema="Error", description="Missing key, policy or file")
     @blp.alt_response(403, schema="Error", description="Invalid, tampered or expired policy")
     @blp.alt_response(409, schema="Error", description="This policy's file was already uploaded")
     @blp.alt_response(413, schema="Error", description="Larger than the policy's size limit")
     @blp.doc(security=[])
-    def post(self, fields, files):
+    def post(self, form):
         """Upload with a presigned policy
 
         The multipart POST of a presigned post's `fields` and `file`; no API key.
         """
-        return service.store_presigned(fields, files["file"])
+        return service.store_presigned(form, form["file"])

@@ -10,7 +10,7 @@ class UploadSchema(LenientSchema):
     file = Upload(required=True, metadata={"description": "The file (multipart field `file`)"})
 
 
-class PresignedFieldsSchema(LenientSchema):
+class PresignedUploadSchema(UploadSchema):
     key = fields.String(required=True, validate=validate.Length(min=1, max=200),
                         metadata={"description": "fields.key of the presigned post"})
     policy = fields.String(required=True, validate=validate.Length(min=1, max=4000),
