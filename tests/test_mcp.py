@@ -148,3 +148,11 @@ def test_submit_accepts_the_sdks_explicit_nulls(client, api_key):
     assert response.status_code == 202, response.get_json()
     task = db.session.get(Task, response.get_json()["requestId"])
     assert [s["namespace"] for s in task.options["mcpServers"]] == ["mcp1", "Support_Desk"]
+
+
+def test_server_urls_must_be_public_addresses(app, client, api_key, monkeypatch):
+    monkeypatch.setitem(app.config, "ALLOW_PRIVATE_URLS", False)
+    response = submit(client, api_key, {"prompt": "hi", "executionMode": "cloud", "mcpServers": [
+        {"url": "http://127.0.0.1:9/mcp", "authentication": {"type": "none"}}]})
+    assert response.status_code == 400
+    assert "non-public address" in response.get_json()["message"]

@@ -133,6 +133,11 @@ class McpServerSchema(LenientSchema):
             raise ValidationError("url must be an http:// or https:// URL of an MCP server.")
         if parts.username or parts.password:
             raise ValidationError("url must not carry credentials; use authentication.")
+        if not current_app.config["ALLOW_PRIVATE_URLS"]:  # checked again when the task connects
+            try:
+                check_url(value)
+            except UnsafeUrl as exc:
+                raise ValidationError(f"{exc}.") from None
 
 
 class SubmitSchema(LenientSchema):
