@@ -21,6 +21,8 @@ from app import netguard
 from .actions import Observation, Tool
 
 log = logging.getLogger(__name__)
+# httpx2 logs every request line at INFO (SSE session ids in URLs); one line per step is ours to log.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SEPARATOR = "__"
 MAX_RESULT_CHARS = 20000  # what the planner gets back from one call
