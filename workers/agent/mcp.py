@@ -244,6 +244,8 @@ class McpServers:
             log.warning("MCP sessions did not close cleanly")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 def _tool_name(namespace, tool, taken):
