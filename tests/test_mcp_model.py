@@ -65,6 +65,7 @@ def test_the_model_calls_namespaced_mcp_tools_and_never_sees_credentials(client,
     assert third["messages"][-1]["content"] == "Forecast for London: sunny, 21 C"
 
     trace = body["response"]["actionTrace"]
+    assert trace[0]["action"] == 'use crm.lookup_customer with {"email": "ada@example.com"}'
     assert json.loads(trace[0]["result"])["plan"] == "gold"
     assert trace[1]["result"] == "Forecast for London: sunny, 21 C"
 

@@ -1,4 +1,5 @@
 """The vocabulary shared by planners, the loop and environments."""
+import json
 from dataclasses import dataclass, field
 
 
@@ -81,12 +82,11 @@ DESCRIPTIONS = {
 def describe(name, args):
     """The trace line for an action (arguments as the planner wrote them, so secrets stay placeholders)."""
     if name == "use_tool":
-        import json
-
         return f"use {args.get('server')}.{args.get('tool')} with {json.dumps(args.get('arguments') or {}, ensure_ascii=False)}"
+    if "__" in name and name not in DESCRIPTIONS:  # an MCP tool offered to the model as <label>__<tool>
+        server, tool = name.split("__", 1)
+        return f"use {server}.{tool} with {json.dumps(args, ensure_ascii=False)}"
     try:
         return DESCRIPTIONS[name].format(**args)
     except (KeyError, ValueError, IndexError):
-        import json
-
         return f"{name} {json.dumps(args, ensure_ascii=False)}" if args else name
