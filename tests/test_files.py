@@ -132,7 +132,8 @@ def test_presigned_upload_like_the_sdk(client, api_key):
 def test_presigned_upload_refuses_tampered_and_expired_policies(app, client, api_key, monkeypatch):
     presigned = presign(client, api_key)
     policy = presigned["fields"]["policy"]
-    tampered = {**presigned, "fields": {**presigned["fields"], "policy": policy[:-3] + ("AAA" if policy[-3:] != "AAA" else "BBB")}}
+    forged = policy[:-3] + ("AAA" if policy[-3:] != "AAA" else "BBB")
+    tampered = {**presigned, "fields": {**presigned["fields"], "policy": forged}}
     response = post_presigned(client, tampered, b"x")
     assert response.status_code == 403
     assert response.get_json()["error"] == "Forbidden" and "signature" in response.get_json()["message"]
@@ -198,7 +199,8 @@ def test_the_expiry_sweep_is_in_the_beat_schedule():
 def test_the_general_agent_reads_csv_json_pdf_and_says_what_it_cannot(client, api_key, worker):
     csv_key = upload(client, api_key, b"name,plan\nAda,gold\nGrace,silver\n", "customers.csv").get_json()["key"]
     json_key = upload(client, api_key, json.dumps({"order": 42}).encode(), "order.json").get_json()["key"]
-    pdf_key = upload(client, api_key, tiny_pdf(["Invoice 2026-117", "Total due: 99 EUR"]), "invoice.pdf").get_json()["key"]
+    pdf = tiny_pdf(["Invoice 2026-117", "Total due: 99 EUR"])
+    pdf_key = upload(client, api_key, pdf, "invoice.pdf").get_json()["key"]
     png_key = upload(client, api_key, b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "logo.png").get_json()["key"]
     attachments = [{"key": k} for k in (csv_key, json_key, pdf_key, png_key)]
 

@@ -82,7 +82,8 @@ DESCRIPTIONS = {
 def describe(name, args):
     """The trace line for an action (arguments as the planner wrote them, so secrets stay placeholders)."""
     if name == "use_tool":
-        return f"use {args.get('server')}.{args.get('tool')} with {json.dumps(args.get('arguments') or {}, ensure_ascii=False)}"
+        arguments = json.dumps(args.get("arguments") or {}, ensure_ascii=False)
+        return f"use {args.get('server')}.{args.get('tool')} with {arguments}"
     if "__" in name and name not in DESCRIPTIONS:  # an MCP tool offered to the model as <label>__<tool>
         server, tool = name.split("__", 1)
         return f"use {server}.{tool} with {json.dumps(args, ensure_ascii=False)}"

@@ -82,7 +82,8 @@ class Environment:
         """The built-in step `use <label>.<tool> with {json}`."""
         found = self.mcp.find(server, tool) if self.mcp else None
         if found is None:
-            offered = ", ".join(f"{t.server.label}.{t.name}" for t in self.mcp.tools_by_name.values()) if self.mcp else ""
+            tools = self.mcp.tools_by_name.values() if self.mcp else []
+            offered = ", ".join(f"{t.server.label}.{t.name}" for t in tools)
             return Observation(f"No MCP tool '{server}.{tool}' in this task"
                                + (f" (it has: {offered})." if offered else " (it has no mcpServers)."), failed=True)
         return self._call_mcp(found, arguments or {})
