@@ -241,3 +241,35 @@ def test_the_upload_step_needs_a_browser_and_an_attached_file(client, api_key, w
     assert body["status"] == "error"
     assert "needs a browser" in body["response"]["output"]["content"]
     assert body["response"]["actionTrace"][0]["action"] == f'upload {key} into "Resume"'
+
+
+def test_a_chunked_upload_is_cut_off_at_the_limit(app, api_key, monkeypatch):
+    """No Content-Length (chunked): the body is read only up to the limit, then 413."""
+    from werkzeug.test import EnvironBuilder
+
+    monkeypatch.setitem(app.config, "MAX_UPLOAD_BYTES", 1000)
+    head = (b"--xyz\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
+            b"Content-Type: application/octet-stream\r\n\r\n")
+
+    class Endless(io.RawIOBase):
+        """A body that never ends: counts what the server read."""
+        served = 0
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            chunk = (head if self.served == 0 else b"x" * len(buffer))[:len(buffer)]
+            buffer[:len(chunk)] = chunk
+            Endless.served += len(chunk)
+            return len(chunk)
+
+    environ = EnvironBuilder(path=FILES, method="POST", headers={"x-api-key": api_key},
+                             content_type="multipart/form-data; boundary=xyz").get_environ()
+    environ.pop("CONTENT_LENGTH", None)
+    environ.update({"wsgi.input": io.BufferedReader(Endless()), "wsgi.input_terminated": True})
+    started = []
+    db.session.remove()
+    body = b"".join(app.wsgi_app(environ, lambda status, headers: started.append(status)))
+    assert started == ["413 REQUEST ENTITY TOO LARGE"], body
+    assert Endless.served < 1000 + 64 * 1024 + 64 * 1024  # the cap plus one read buffer, not the whole stream
