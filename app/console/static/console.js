@@ -152,6 +152,7 @@
         return false;
       }
       area.removeAttribute("aria-invalid");
+      status.textContent = "Valid JSON. It is checked as a JSON Schema before the task starts.";
       return true;
     }
     function serverCheck() {
