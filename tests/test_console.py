@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import (NoAlertPresentException, NoSuchElementException,
+                                        StaleElementReferenceException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -57,7 +58,9 @@ def key():
 
 
 def wait_for(driver, condition, what, timeout=30):
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(
+    """`condition` may read a page that is being replaced (a form post): those reads are retried."""
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
         lambda d: condition(d), message=f"timed out waiting for {what}")
 
 
@@ -294,7 +297,8 @@ def test_a_form_post_without_the_csrf_token_is_refused(live, key):
 
 def test_a_browser_task_shows_its_timeline_and_gif(live, browser, key, unpublished):
     owner = key_row(key)
-    request_id = submit_hidden(owner, "/Operator go to http://127.0.0.2/shop\nclick Buy", generateGif=True)
+    request_id = submit_hidden(owner, "/Operator go to http://127.0.0.2/shop\nclick Buy", generateGif=True,
+                               executionMode="cloud_browser")
     trace = [
         {"url": "http://127.0.0.2/shop", "action": "go to http://127.0.0.2/shop", "durationMs": 420,
          "startTs": "2026-01-01T00:00:00.000Z", "endTs": "2026-01-01T00:00:00.420Z"},
@@ -314,6 +318,8 @@ def test_a_browser_task_shows_its_timeline_and_gif(live, browser, key, unpublish
     assert len(steps) == 3
     assert "http://127.0.0.2/shop" in steps[0].text and "420 ms" in steps[0].text
     assert "Failed:" in steps[1].text and "1.5 s" in steps[1].text and "failed" in steps[1].get_attribute("class")
+    assert "Reason: element 'Buy' not found" in steps[1].text
+    assert steps[2].text.startswith("Failed: element 'Buy' not found")
     assert "Failed:" not in steps[0].text
     if not store_gif:
         screenshot(browser, "task-browser")

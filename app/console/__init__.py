@@ -20,7 +20,7 @@ def init_app(app):
                                   hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_NAME="rd_console", SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Lax",
                       SESSION_COOKIE_PATH="/console")
-    app.config.setdefault("CONSOLE_SESSION_HOURS", 12)
+    app.config.setdefault("CONSOLE_SESSION_HOURS", 12.0)
     app.session_interface = ConsoleSessionInterface()
     from . import views  # noqa: F401 (routes register on blp)
 

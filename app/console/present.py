@@ -29,6 +29,17 @@ def _failed(entry):
     return bool(entry.get("failed") or entry.get("error") or str(entry.get("action", "")).startswith("error:"))
 
 
+def _step(entry):
+    """A trace entry on the timeline; a failed one says so in words, with its reason."""
+    action = str(entry.get("action") or "")
+    failed = _failed(entry)
+    if failed and action.startswith("error:"):
+        action = action[len("error:"):].strip()
+    reason = entry.get("error") if isinstance(entry.get("error"), str) and entry.get("error") != action else None
+    return {"url": entry.get("url") or "", "action": action, "durationMs": entry.get("durationMs"),
+            "failed": failed, "reason": reason}
+
+
 def _output(task):
     """The output as text to show; structured output pretty-printed and checked against its schema."""
     response = task.response if task.status != "pending" else None
@@ -69,8 +80,7 @@ def task(task):
         "completedAt": tasks.isoformat(task.completed_at), "elapsedSeconds": _elapsed(task),
         "actions": usage.get("actions", 0), "credits": usage.get("credits", 0),
         "output": _output(task),
-        "trace": [{"url": e.get("url") or "", "action": e.get("action") or "", "durationMs": e.get("durationMs"),
-                   "failed": _failed(e)} for e in (task.trace or [])],
+        "trace": [_step(e) for e in (task.trace or [])],
         "question": question, "inputId": (hitl or {}).get("inputId"),
         "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required",
         "hasGif": task.status not in ACTIVE and _gif_reader() is not None

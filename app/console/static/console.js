@@ -78,6 +78,7 @@
         if (e.failed) { action.appendChild(el("strong", "fail-mark", "Failed:")); action.appendChild(document.createTextNode(" ")); }
         action.appendChild(document.createTextNode(e.action));
         li.appendChild(action);
+        if (e.reason) li.appendChild(el("span", "step-reason", "Reason: " + e.reason));
         li.appendChild(el("span", "step-url", e.url));
         li.appendChild(el("span", "step-duration", ms(e.durationMs)));
         timeline.appendChild(li);
