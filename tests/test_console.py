@@ -156,8 +156,17 @@ def test_sign_in_start_a_task_from_the_form_and_watch_it_succeed(live, browser, 
     assert "s3cret-1234" not in browser.page_source
     screenshot(browser, "task-success")
 
+    first = browser.current_url
+    browser.find_element(By.XPATH, "//button[normalize-space()='Run again']").click()
+    wait_for(browser, lambda d: d.current_url != first and "Started again" in text_of(d, "main"), "the new task")
+    wait_for(browser, lambda d: status_text(d) == "Succeeded", "the new task to succeed")
+    assert json.loads(text_of(browser, "#output")) == {"city": "Paris", "n": 3}
+
     browser.find_element(By.LINK_TEXT, "Tasks").click()
+    assert len(browser.find_elements(By.CSS_SELECTOR, "table.tasks tbody tr")) == 2
     assert "Succeeded" in text_of(browser, "table.tasks")
+    browser.get(live.base + "/console/no-such-page")
+    assert "404" in text_of(browser, "h1")
 
 
 def test_tasks_list_follows_running_tasks_filters_and_pages(live, browser, key, unpublished):

@@ -59,6 +59,11 @@ def _error_page(status, title, message):
                            key=current_key()), status
 
 
+@blp.route("/<path:unknown>")
+def not_found(unknown):
+    abort(404, "There is no such page in the console.")
+
+
 @blp.route("/")
 def home():
     return redirect(url_for("console.task_list"))
