@@ -338,11 +338,39 @@ def test_a_browser_task_shows_its_timeline_and_gif(live, browser, key, unpublish
     screenshot(browser, "task-browser")
 
 
-def test_windows_page(live, browser, key):
+def test_windows_page_and_window_picker(live, browser, key, unpublished):
+    from sqlalchemy import update
+
+    from app.extensions import db
+    from app.models import BrowserWindow, now_plus
+
+    owner = key_row(key)
+    db.session.add_all([BrowserWindow(id="win-laptop", api_key_id=owner.id, label="Work laptop"),
+                        BrowserWindow(id="win-desktop", api_key_id=owner.id, label="Old desktop")])
+    db.session.commit()
+    db.session.execute(update(BrowserWindow).where(BrowserWindow.id == "win-desktop")
+                       .values(last_seen_at=now_plus(-86400)))
+    db.session.commit()
+    submit_hidden(owner, "/Operator answer from the laptop", executionMode="client", browserWindowId="win-laptop")
     sign_in(browser, live, key)
     browser.find_element(By.LINK_TEXT, "Windows").click()
     assert "Browser windows" in text_of(browser, "h1")
+    try:
+        import app.windows.service  # noqa: F401 (client mode: issue 11)
+    except ImportError:
+        assert "not part of this server yet" in text_of(browser, "main")
+        screenshot(browser, "windows")
+        browser.get(live.base + "/console/tasks/new")
+        assert not browser.find_elements(By.ID, "browserWindowId")
+        return
+    laptop, desktop = (browser.find_element(By.XPATH, f"//section[.//h2[contains(., '{name}')]]")
+                       for name in ("Work laptop", "Old desktop"))
+    assert "Online" in laptop.text and "answer from the laptop" in laptop.text
+    assert "Offline" in desktop.text
     screenshot(browser, "windows")
+    browser.get(live.base + "/console/tasks/new")
+    options = [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#browserWindowId option")]
+    assert options == ["None", "Work laptop (online)"]
 
 
 def api_submit(live, key, prompt, **fields):
