@@ -387,3 +387,47 @@ def _tiny_gif():
     out = io.BytesIO()
     frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:], duration=300, loop=0)
     return out.getvalue()
+
+
+def _signed_in_client(client, key):
+    page = client.get("/console/signin").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]
+    response = client.post("/console/signin", data={"api_key": key, "csrf_token": token})
+    assert response.status_code == 302
+    return token
+
+
+def test_revoking_the_key_ends_its_console_sessions(client, key):
+    from sqlalchemy import update
+
+    from app.extensions import db
+    from app.models import ApiKey, now
+
+    _signed_in_client(client, key)
+    assert client.get("/console/tasks").status_code == 200
+    db.session.execute(update(ApiKey).values(revoked_at=now()))
+    db.session.commit()
+    response = client.get("/console/tasks")
+    assert response.status_code == 302 and "/console/signin" in response.headers["Location"]
+    state = client.get("/console/tasks/anything/state.json")
+    assert state.status_code == 401 and state.get_json()["error"] == "Unauthorized"
+
+
+def test_sign_in_only_sends_people_back_into_the_console(client, key):
+    def sign_in_to(target, raw=key):
+        fresh = client.application.test_client()
+        page = fresh.get("/console/signin").get_data(as_text=True)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]
+        return fresh.post("/console/signin", data={"api_key": raw, "csrf_token": token, "next": target})
+
+    for target in ("https://evil.example/", "//evil.example/console/", "/fast/v2/remote-dispatch"):
+        assert sign_in_to(target).headers["Location"] == "/console/tasks"
+    assert sign_in_to("/console/windows").headers["Location"] == "/console/windows"
+    wrong = sign_in_to("/console/tasks", raw="rd_not-a-key")
+    assert wrong.status_code == 401 and "not valid" in wrong.get_data(as_text=True)
+
+
+def test_a_bad_page_link_falls_back_to_the_newest_tasks(client, key):
+    _signed_in_client(client, key)
+    response = client.get("/console/tasks?cursor=not-a-cursor&status=bogus")
+    assert response.status_code == 200 and "not valid any more" in response.get_data(as_text=True)
