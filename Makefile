@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services openapi bench bench-profile clean
+.PHONY: run test test-fast services openapi bench bench-profile clean browser
 
 $(STAMP): requirements.txt setup.cfg setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -23,8 +23,13 @@ run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -p $${PORT:-8000} web worker webhooks beat
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(STAMP) services
+test: $(STAMP) services browser
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+## Debian's Chromium and chromedriver (the console tests drive them with Selenium; never Selenium Manager).
+browser:
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
+	  { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
 services:
 	bash tests/ensure_services.sh

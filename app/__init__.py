@@ -6,7 +6,9 @@ def create_app(overrides=None):
     """Build the Flask app: config, extensions, blueprints, error handlers, CLI."""
     from config import settings
 
-    from . import cli, errors, health, ratelimits
+    from werkzeug.middleware.proxy_fix import ProxyFix
+
+    from . import cli, console, errors, health, ratelimits
     from .api import api
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
@@ -41,6 +43,9 @@ def create_app(overrides=None):
     api.register_blueprint(webhooks_blp)
     api.register_blueprint(files_blp)
     app.register_blueprint(health.blp)
+    console.init_app(app)
+    # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.
+    app.wsgi_app = ProxyFix(app.wsgi_app, x_for=0, x_proto=1)
 
     errors.register(app)
     cli.register(app)

@@ -111,6 +111,9 @@ def load():
         # Embedded SQLite has no NOTIFY: waiting requests re-read their task this often.
         "WAIT_POLL_SECONDS": _env("WAIT_POLL_SECONDS", 0.5, float),
         "IDEMPOTENCY_TTL_SECONDS": _env("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, int),
+        # The console's signed session cookie; unset: derived from ENCRYPTION_KEY.
+        "SECRET_KEY": _env("SECRET_KEY"),
+        "CONSOLE_SESSION_HOURS": _env("CONSOLE_SESSION_HOURS", 12, float),
         # Rate limits (flask-limiter): memory:// is per process; use redis://host:6379 in production.
         "RATE_LIMIT_PLANS": _rate_limit_plans(),
         "RATE_LIMIT_DEFAULT_PLAN": _env("RATE_LIMIT_DEFAULT_PLAN", "free"),

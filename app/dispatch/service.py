@@ -11,7 +11,7 @@ from sqlalchemy import String, and_, delete, or_, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
 
 from .. import lifecycle
-from ..crypto import seal
+from ..crypto import seal, unseal
 from ..errors import ApiError, invalid
 from ..extensions import TASKS_QUEUE, db
 from ..files.service import referenced_keys, require_files
@@ -284,9 +284,26 @@ def _final_trace_entry(action, usage):
 
 def list_tasks(api_key_id, status=None, limit=20, cursor=None):
     """The key's tasks, newest first, `limit` at a time; `cursor` continues after a page."""
+    page = task_page(api_key_id, status=status, limit=limit, cursor=cursor)
+    return {"responses": [result(task) for task in page["tasks"]], "nextCursor": page["nextCursor"]}
+
+
+def task_page(api_key_id, status=None, mode=None, search=None, window=None, limit=20, cursor=None):
+    """One page of the key's Task rows, newest first: {"tasks", "nextCursor"}.
+
+    `mode` filters by executionMode, `search` by prompt text (case-insensitive substring),
+    `window` by browserWindowId.
+    """
     query = select(Task).where(Task.api_key_id == api_key_id)
+    if window:
+        query = query.where(Task.browser_window_id == window)
     if status:
         query = query.where(Task.status == status)
+    if mode:
+        query = query.where(Task.execution_mode == mode)
+    if search:
+        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        query = query.where(Task.prompt.ilike(pattern, escape="\\"))
     if cursor:
         created_at, last_id = cursor
         created_at = _as_stored(created_at)
@@ -296,8 +313,27 @@ def list_tasks(api_key_id, status=None, limit=20, cursor=None):
         query.order_by(Task.created_at.desc(), Task.id.desc()).limit(limit + 1)).scalars().all()
     more = len(tasks) > limit
     tasks = tasks[:limit]
-    return {"responses": [result(task) for task in tasks],
-            "nextCursor": (tasks[-1].created_at, tasks[-1].id) if more else None}
+    return {"tasks": tasks, "nextCursor": (tasks[-1].created_at, tasks[-1].id) if more else None}
+
+
+def resubmit(api_key_id, task_id):
+    """Run a task again: a new task with the same body (prompt, mode, window, options, callback).
+
+    Secret variables are kept only while the original runs (they are erased when it ends), so a
+    finished task runs again without them.
+    """
+    task = get_task(api_key_id, task_id)
+    data = {"prompt": task.prompt, "executionMode": task.execution_mode,
+            "browserWindowId": task.browser_window_id, **(task.options or {})}
+    if task.callback_url:
+        callback = unseal(task.callback_sealed) or {}
+        data.update(callbackUrl=task.callback_url, callbackSecret=callback.get("secret"),
+                    callbackHeaders=callback.get("headers") or None)
+    if task.secrets_sealed:
+        data["secretVariables"] = unseal(task.secrets_sealed)
+    if task.previous_request_id:
+        data["previousRequestId"] = task.previous_request_id
+    return submit(api_key_id, data)[0]
 
 
 def _as_stored(ts):

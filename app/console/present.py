@@ -1,0 +1,123 @@
+"""What the console shows of tasks and windows, built from the API's service functions."""
+import json
+from datetime import datetime, timezone
+
+import jsonschema
+
+from ..dispatch import service as tasks
+
+STATUS_LABELS = {"pending": "Running", "success": "Succeeded", "error": "Failed",
+                 "input-required": "Needs input"}
+ACTIVE = ("pending", "input-required")
+
+
+def _elapsed(task):
+    start = task.created_at
+    end = task.completed_at or datetime.now(timezone.utc)
+    return max(0, round((end - start).total_seconds())) if start else None
+
+
+def row(task):
+    """A task in the list: enough to recognise it and follow its progress."""
+    return {"id": task.id, "status": task.status, "statusLabel": STATUS_LABELS.get(task.status, task.status),
+            "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt[:300],
+            "createdAt": tasks.isoformat(task.created_at), "actions": (task.usage or {}).get("actions", len(task.trace or [])),
+            "elapsedSeconds": _elapsed(task), "active": task.status in ACTIVE}
+
+
+def _failed(entry):
+    return bool(entry.get("failed") or entry.get("error") or str(entry.get("action", "")).startswith("error:"))
+
+
+def _step(entry):
+    """A trace entry on the timeline; a failed one says so in words, with its reason."""
+    action = str(entry.get("action") or "")
+    failed = _failed(entry)
+    if failed and action.startswith("error:"):
+        action = action[len("error:"):].strip()
+    reason = entry.get("error") if isinstance(entry.get("error"), str) and entry.get("error") != action else None
+    return {"url": entry.get("url") or "", "action": action, "durationMs": entry.get("durationMs"),
+            "failed": failed, "reason": reason}
+
+
+def _output(task):
+    """The output as text to show; structured output pretty-printed and checked against its schema."""
+    response = task.response if task.status != "pending" else None
+    if not response:
+        return None
+    output = response.get("output") or {"type": "text", "content": response.get("text")}
+    content = output.get("content")
+    view = {"type": output.get("type", "text"), "text": content if isinstance(content, str) else "",
+            "valid": None, "problem": None}
+    schema = ((task.options or {}).get("responseFormat") or {}).get("jsonSchema")
+    if view["type"] == "structured" or (schema and task.status == "success"):
+        data = content
+        if isinstance(content, str):
+            try:
+                data = json.loads(content)
+            except ValueError:
+                data = None
+        if data is not None:
+            view["text"] = json.dumps(data, indent=2, ensure_ascii=False)
+        if schema:
+            error = jsonschema.exceptions.best_match(
+                jsonschema.validators.validator_for(schema)(schema).iter_errors(data))
+            view["valid"] = error is None
+            view["problem"] = None if error is None else error.message
+    return view
+
+
+def task(task):
+    """Everything the task page shows (also sent to its live updates)."""
+    hitl = task.hitl if task.status == "input-required" else None
+    question = ((hitl or {}).get("action") or {}).get("question") or (hitl or {}).get("question")
+    usage = task.usage or {}
+    return {
+        "id": task.id, "status": task.status, "statusLabel": STATUS_LABELS.get(task.status, task.status),
+        "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt,
+        "browserWindowId": task.browser_window_id,
+        "createdAt": tasks.isoformat(task.created_at), "startedAt": tasks.isoformat(task.started_at),
+        "completedAt": tasks.isoformat(task.completed_at), "elapsedSeconds": _elapsed(task),
+        "actions": usage.get("actions", 0), "credits": usage.get("credits", 0),
+        "output": _output(task),
+        "trace": [_step(e) for e in (task.trace or [])],
+        "question": question, "inputId": (hitl or {}).get("inputId"),
+        "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required",
+        "hasGif": task.status not in ACTIVE and _gif_reader() is not None
+                  and _gif_reader()(task.api_key_id, task.id) is not None,
+        "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
+        "callbackUrl": task.callback_url,
+    }
+
+
+def _gif_reader():
+    """The GIF store of the browser agent (issue 10), when this build has it."""
+    return getattr(tasks, "task_gif", None)
+
+
+def gif(api_key_id, task_id):
+    tasks.get_task(api_key_id, task_id)  # 404 for another key's task, whatever the store does
+    reader = _gif_reader()
+    return reader(api_key_id, task_id) if reader else None
+
+
+def windows(api_key_id):
+    """The key's browser windows, or None when this build has no client mode yet."""
+    try:
+        from ..windows.service import list_windows
+    except ImportError:
+        return None
+    return [_window(w) for w in list_windows(api_key_id)]
+
+
+def _window(window):
+    get = window.get if isinstance(window, dict) else lambda name, default=None: getattr(window, name, default)
+    return {"id": get("id"), "name": get("name") or get("label") or get("id"), "online": bool(get("online")),
+            "lastSeenAt": get("lastSeenAt"), "recentTasks": get("recentTasks")}
+
+
+def window_with_tasks(api_key_id, window):
+    if window["recentTasks"] is None:
+        recent = tasks.task_page(api_key_id, window=window["id"], limit=5)["tasks"]
+        window = {**window, "recentTasks": [row(t) for t in recent]}
+    return window
