@@ -10,6 +10,7 @@ from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app import lifecycle
+from app.agents import split_prefix
 from app.crypto import unseal
 from app.extensions import db
 from app.models import Task, now_plus
@@ -127,7 +128,9 @@ def build_loop(task, owner, should_stop, secrets):
     options = task.options or {}
     schema = (options.get("responseFormat") or {}).get("jsonSchema")
     environment = environment_for(task, should_stop, config)
-    prompt = "\n".join(split_steps(task.prompt)) if task.agent == "web" else task.prompt.strip()
+    # The agent prefix chose the agent at submit; the planner gets the prompt without it.
+    body = split_prefix(task.prompt)[1]
+    prompt = "\n".join(split_steps(body)) if task.agent == "web" else body
     # A value the caller also wrote out in plain text still reaches the planner only as its placeholder.
     brief = Brief(
         prompt=secrets.redact(prompt), agent=task.agent, tools=environment.tools(schema),

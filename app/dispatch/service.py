@@ -10,7 +10,7 @@ from flask import current_app
 from sqlalchemy import String, and_, delete, or_, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
 
-from .. import lifecycle
+from .. import agents, lifecycle
 from ..crypto import seal
 from ..errors import ApiError, invalid
 from ..extensions import TASKS_QUEUE, db
@@ -18,7 +18,6 @@ from ..models import BrowserWindow, IdempotencyKey, Task, new_id, now, now_plus
 
 log = logging.getLogger(__name__)
 
-OPERATOR_PREFIX = "/Operator"
 # Submitted options kept with the task, under their API names.
 OPTION_FIELDS = (
     "clearChat", "generateGif", "responseFormat", "attachments", "timeZone", "mcpServers",
@@ -28,8 +27,8 @@ OPTION_FIELDS = (
 
 
 def agent_for(prompt):
-    """`/Operator` selects the web agent; anything else the general agent (never an error)."""
-    return "web" if prompt.lstrip().startswith(OPERATOR_PREFIX) else "general"
+    """The prompt's agent prefix (`app.agents`) picks the agent; no prefix, the general agent."""
+    return agents.agent_for(prompt)
 
 
 def submit(api_key_id, data, idempotency_key=None):

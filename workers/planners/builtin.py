@@ -1,6 +1,7 @@
 """The built-in planner: runs explicit step-by-step instructions, one step per line, no model."""
 import re
 
+from app.agents import split_prefix
 from workers.agent.actions import Action, describe
 from workers.agent.conversation import new_call_id
 
@@ -54,8 +55,8 @@ def parse_step(line):
 
 
 def split_steps(prompt):
-    """Steps are the prompt's non-empty lines, after the `/Operator` prefix."""
-    body = re.sub(r"^\s*/Operator\b", "", prompt)
+    """Steps are the prompt's non-empty lines, after its agent prefix (`app.agents`)."""
+    body = split_prefix(prompt)[1]
     return [line.strip() for line in body.splitlines() if line.strip()]
 
 
