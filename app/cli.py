@@ -1,4 +1,6 @@
-"""`flask keys ...`: create, list and revoke API keys; `flask openapi write`."""
+"""The `remote-dispatch` command (setup.cfg console_scripts): `keys create/list/revoke`,
+`dev-key`, `db upgrade`, `openapi write`, `docs api`. It is Flask's CLI bound to `create_app`, so
+it needs no FLASK_APP and no `flask` on PATH."""
 import json
 import os
 
@@ -48,10 +50,14 @@ def create(name, plan):
 
 @keys.command("list")
 def list_keys():
-    """List keys (prefix, plan, state)."""
+    """List keys (id, prefix, name, plan, state), one per line under a header row."""
+    rows = [("ID", "PREFIX", "NAME", "PLAN", "STATE")]
     for key in db.session.execute(select(ApiKey).order_by(ApiKey.id)).scalars():
         state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
-        click.echo(f"{key.id}\t{key.prefix}…\t{key.name}\t{key.plan}\t{state}")
+        rows.append((str(key.id), f"{key.prefix}…", key.name, key.plan, state))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 @keys.command("revoke")
@@ -124,6 +130,17 @@ Development API key: {raw}
 
 API docs: {base}/docs
 """)
+
+
+def main():
+    """Entry point of the `remote-dispatch` console script."""
+    from flask.cli import FlaskGroup
+
+    from . import create_app
+
+    FlaskGroup(create_app=create_app, add_version_option=False, load_dotenv=False,
+               help="Remote Dispatch: API keys, database migrations, the OpenAPI document.")(
+        prog_name="remote-dispatch")
 
 
 def register(app):
