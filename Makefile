@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser openapi docs bench bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -31,11 +31,16 @@ run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -p $${PORT:-8000} web worker webhooks beat
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) services
+test: $(TEST_STAMP) services browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 services:
 	bash tests/ensure_services.sh
+
+## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers).
+browser:
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || apt-get install -y -q chromium chromium-driver \
+	  || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.

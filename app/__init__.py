@@ -7,7 +7,7 @@ def create_app(overrides=None):
     from config import settings
 
     from . import cli, errors, health, ratelimits
-    from .api import api
+    from .api import SWAGGER_UI_ASSETS, api, swagger_ui_assets
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
     from .webhooks.routes import blp as webhooks_blp
@@ -22,7 +22,7 @@ def create_app(overrides=None):
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
-        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+        OPENAPI_SWAGGER_UI_URL=SWAGGER_UI_ASSETS + "/",  # served locally (app.api.swagger_ui_assets)
         SQLALCHEMY_ENGINE_OPTIONS=_engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),
         API_SPEC_OPTIONS={"security": [{"ApiKey": []}]},
     )
@@ -39,6 +39,7 @@ def create_app(overrides=None):
     api.register_blueprint(dispatch_blp)
     api.register_blueprint(webhooks_blp)
     app.register_blueprint(health.blp)
+    app.register_blueprint(swagger_ui_assets())
 
     errors.register(app)
     cli.register(app)
