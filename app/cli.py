@@ -132,6 +132,33 @@ API docs: {base}/docs
 """)
 
 
+@click.command("flower", context_settings={"ignore_unknown_options": True})
+@click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
+def flower(flower_args):
+    """Run Flower (Celery monitoring) on the service's broker, behind basic auth.
+
+    FLOWER_BASIC_AUTH="user:password[,user2:password2]" is required; FLOWER_UNAUTHENTICATED=true
+    runs it without (only where nothing else can reach it). Binds FLOWER_ADDRESS (127.0.0.1) and
+    FLOWER_PORT (5555); other arguments go to `celery flower`.
+    """
+    import sys
+
+    auth = os.environ.get("FLOWER_BASIC_AUTH", "").strip()
+    unauthenticated = os.environ.get("FLOWER_UNAUTHENTICATED", "").strip().lower() in {"1", "true", "yes", "on"}
+    if not auth and not unauthenticated:
+        raise click.ClickException(
+            "Flower shows every task's arguments and can stop workers: set FLOWER_BASIC_AUTH=user:password "
+            "(or FLOWER_UNAUTHENTICATED=true to run it open on purpose).")
+    if auth and not all(":" in pair and pair.split(":", 1)[1] for pair in auth.split(",")):
+        raise click.ClickException("FLOWER_BASIC_AUTH must be user:password (comma-separated for several).")
+    argv = [sys.executable, "-m", "celery", "-A", "workers", "flower",
+            f"--address={os.environ.get('FLOWER_ADDRESS', '127.0.0.1')}",
+            f"--port={os.environ.get('FLOWER_PORT', '5555')}"]
+    if auth:
+        argv.append(f"--basic-auth={auth}")
+    os.execv(sys.executable, argv + list(flower_args))
+
+
 def main():
     """Entry point of the `remote-dispatch` console script."""
     from flask.cli import FlaskGroup
@@ -147,4 +174,5 @@ def register(app):
     app.cli.add_command(keys)
     app.cli.add_command(openapi)
     app.cli.add_command(dev_key)
+    app.cli.add_command(flower)
 
