@@ -104,11 +104,13 @@ def load():
         # Embedded SQLite has no NOTIFY: waiting requests re-read their task this often.
         "WAIT_POLL_SECONDS": _env("WAIT_POLL_SECONDS", 0.5, float),
         "IDEMPOTENCY_TTL_SECONDS": _env("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, int),
-        # Rate limits (flask-limiter): memory:// is per process; use redis://host:6379 in production.
+        # Rate limits (flask-limiter): memory:// counts per process, so config/gunicorn.py then runs one
+        # web process; redis://host:6379/0 is shared by every process (production, more than one).
         "RATE_LIMIT_PLANS": _rate_limit_plans(),
         "RATE_LIMIT_DEFAULT_PLAN": _env("RATE_LIMIT_DEFAULT_PLAN", "free"),
         "RATELIMIT_ENABLED": _env("RATELIMIT_ENABLED", True, bool),
         "RATELIMIT_STORAGE_URI": _env("RATELIMIT_STORAGE_URI", "memory://"),
+        "RATELIMIT_KEY_PREFIX": _env("RATELIMIT_KEY_PREFIX", "remote-dispatch"),
         "RATELIMIT_HEADERS_ENABLED": True,
         # A rate-limit store that is down must not take the API down with it.
         "RATELIMIT_SWALLOW_ERRORS": True,
