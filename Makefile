@@ -28,7 +28,7 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 run: $(STAMP)
 	$(BIN)/remote-dispatch db upgrade
 	$(BIN)/remote-dispatch dev-key
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -p $${PORT:-8000} web worker webhooks beat
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} web worker webhooks beat
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
 test: $(TEST_STAMP) services browser

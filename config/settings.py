@@ -64,7 +64,7 @@ def load():
     for scheme in ("postgres://", "postgresql://"):  # Heroku-style URLs; the driver is psycopg2
         if database_url.startswith(scheme):
             database_url = "postgresql+psycopg2://" + database_url[len(scheme):]
-    broker_url = _env("CELERY_BROKER_URL", _env("BROKER_URL", "filesystem://"))
+    broker_url = _env("CELERY_BROKER_URL", _env("BROKER_URL", "filesystem://localhost/"))
     return {
         "VAR_DIR": str(var_dir),
         "SQLALCHEMY_DATABASE_URI": database_url,

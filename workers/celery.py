@@ -14,4 +14,4 @@ app.conf.beat_schedule = {
     "purge-idempotency-keys": {"task": "workers.purge_idempotency_keys", "schedule": 3600},
 }
 
-from workers import tasks  # noqa: E402,F401  (registers the tasks)
+from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)

@@ -11,6 +11,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app import lifecycle
 from app.agents import split_prefix
+from app.dispatch.service import dispatch
 from app.crypto import unseal
 from app.extensions import db
 from app.models import Task, now_plus
@@ -19,6 +20,7 @@ from .agent.actions import Outcome
 from .agent.conversation import Conversation
 from .agent.environments import environment_for
 from .agent.loop import AgentLoop, Budget, RunState
+from . import shutdown
 from .agent.secrets import Secrets
 from .planners import Brief, make_planner
 from .planners.builtin import split_steps
@@ -69,7 +71,8 @@ def execute_task(task_id):
     task = db.session.get(Task, task_id)
     secrets = Secrets(unseal(task.secrets_sealed))
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
-        stop = lambda: lease.lost.is_set() or _cancel_requested(task_id)  # noqa: E731
+        stop = lambda: (lease.lost.is_set() or shutdown.requested.is_set()  # noqa: E731
+                        or _cancel_requested(task_id))
         loop = None
         try:
             loop = build_loop(task, owner, stop, secrets)
@@ -86,6 +89,14 @@ def execute_task(task_id):
     if lease.lost.is_set():
         log.warning("lease on %s lost; another worker or a sweep owns it now", task_id)
         return
+    if shutdown.requested.is_set() and not outcome_is_final(outcome, loop, task_id):
+        if lifecycle.hand_back(task_id, owner):  # lease released, marked undispatched
+            # Back in the queue now (this message is acked); if the broker is down, the
+            # undispatched sweep publishes it after DISPATCH_GRACE_SECONDS.
+            requeued = dispatch(task_id)
+            log.info("worker stopping: task %s handed back%s", task_id,
+                     " to the queue" if requeued else "; beat will re-publish it")
+        return
     trace = loop.state.trace if loop else []
     usage = loop.usage() if loop else {"actions": 0, "credits": 0.0}
     extra = {"messages": loop.state.conversation.messages} if loop else {}
@@ -97,6 +108,12 @@ def execute_task(task_id):
 
 
 DATABASE_DOWN = (OperationalError, InterfaceError)
+
+
+def outcome_is_final(outcome, loop, task_id):
+    """While stopping, an outcome the run reached on its own is written; one the stop forced is not."""
+    stopped_early = loop is not None and outcome.status == "error" and outcome.text == "cancelled"
+    return not stopped_early or _cancel_requested(task_id)
 
 
 def _finish_while_leased(lease_seconds, *args, **kwargs):
