@@ -58,6 +58,10 @@ bench-profile: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/remote-dispatch openapi write openapi.json
+	$(BIN)/remote-dispatch openapi markdown docs/api.md
+
+## docs/api.md, the API reference generated from the OpenAPI document (a test checks it is current).
+docs: openapi
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

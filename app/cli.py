@@ -103,6 +103,17 @@ def write_openapi(path):
     click.echo(f"wrote {path}")
 
 
+@openapi.command("markdown")
+@click.argument("path", default="docs/api.md")
+def write_markdown(path):
+    """Write the API reference in Markdown (docs/api.md), generated from the OpenAPI document."""
+    from .apidocs import markdown
+
+    with open(path, "w") as fh:
+        fh.write(markdown(json.loads(openapi_document())))
+    click.echo(f"wrote {path}")
+
+
 def openapi_document():
     from .api import api
 
