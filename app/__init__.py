@@ -49,9 +49,7 @@ def create_app(overrides=None):
 def _engine_options(url):
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": 30}}
-    # No pool_pre_ping: it costs a round trip on every checkout (15% of a submit's wall time under
-    # load, make bench-profile); app.extensions pings only connections idle for a while.
-    return {"pool_size": 10, "max_overflow": 20, "pool_timeout": 5}
+    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20, "pool_timeout": 5}
 
 
 def _migrations_dir():

@@ -2,12 +2,8 @@
 from celery import Celery, Task
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
-import time
-
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.pool import Pool
 from sqlalchemy.orm import DeclarativeBase
 
 
@@ -90,32 +86,3 @@ def _sqlite_pragmas(dbapi_connection, _record):
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
-
-
-# A connection idle for longer than this is pinged when checked out (a database restart or an idle
-# timeout may have closed it); one used moments ago is not, which saves a round trip per request.
-# A connection that breaks anyway is seen as a disconnect, and SQLAlchemy then renews the pool.
-PING_IDLE_SECONDS = 2.0
-
-
-@event.listens_for(Pool, "checkin")
-def _remember_checkin(_dbapi_connection, record):
-    if record is not None:
-        record.info["checked_in_at"] = time.monotonic()
-
-
-@event.listens_for(Pool, "checkout")
-def _ping_if_idle(dbapi_connection, record, _proxy):
-    last = record.info.get("checked_in_at")
-    if last is not None and time.monotonic() - last < PING_IDLE_SECONDS:
-        return
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("SELECT 1")
-    except Exception as exc:  # the pool discards this connection and checks out another
-        raise DisconnectionError(str(exc)) from exc
-    finally:
-        try:
-            cursor.close()
-        except Exception:
-            pass
