@@ -3,36 +3,44 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services openapi bench bench-profile clean browser
+.PHONY: run test test-fast services browser openapi docs bench bench-profile clean
 
+## The runtime install: requirements.txt (pinned) and this package, which puts the
+## `remote-dispatch` command in $(BIN).
 $(STAMP): requirements.txt setup.cfg setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.txt
-	$(BIN)/pip install -q --no-deps -e '.[test]'
+	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
+
+## Test pins (requirements-test.txt) on top of the runtime install.
+$(TEST_STAMP): $(STAMP) requirements-test.txt
+	$(BIN)/pip install -q -r requirements.txt -r requirements-test.txt
+	touch $(TEST_STAMP)
 
 ## The service with all its processes (web, worker, webhooks, beat). With no DATABASE_URL /
 ## CELERY_BROKER_URL it runs embedded: SQLite and kombu's filesystem transport under var/.
 run: $(STAMP)
-	$(BIN)/flask db upgrade
-	$(BIN)/flask dev-key
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -p $${PORT:-8000} web worker webhooks beat
+	$(BIN)/remote-dispatch db upgrade
+	$(BIN)/remote-dispatch dev-key
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} web worker webhooks beat
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(STAMP) services browser
+test: $(TEST_STAMP) services browser
 	$(BIN)/pytest $(PYTEST_ARGS)
-
-## Debian's Chromium and chromedriver (the console tests drive them with Selenium; never Selenium Manager).
-browser:
-	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
-	  { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
 services:
 	bash tests/ensure_services.sh
+
+## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers).
+browser:
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || apt-get install -y -q chromium chromium-driver \
+	  || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.
@@ -49,7 +57,11 @@ bench-profile: $(STAMP)
 	$(BIN)/python -m bench.profile
 
 openapi: $(STAMP)
-	$(BIN)/flask openapi write openapi.json
+	$(BIN)/remote-dispatch openapi write openapi.json
+	$(BIN)/remote-dispatch openapi markdown docs/api.md
+
+## docs/api.md, the API reference generated from the OpenAPI document (a test checks it is current).
+docs: openapi
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

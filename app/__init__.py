@@ -9,7 +9,7 @@ def create_app(overrides=None):
     from werkzeug.middleware.proxy_fix import ProxyFix
 
     from . import cli, console, errors, health, ratelimits
-    from .api import api
+    from .api import SWAGGER_UI_ASSETS, api, swagger_ui_assets
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
     from .files.routes import blp as files_blp
@@ -25,7 +25,7 @@ def create_app(overrides=None):
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
-        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+        OPENAPI_SWAGGER_UI_URL=SWAGGER_UI_ASSETS + "/",  # served locally (app.api.swagger_ui_assets)
         SQLALCHEMY_ENGINE_OPTIONS=_engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),
         API_SPEC_OPTIONS={"security": [{"ApiKey": []}]},
     )
@@ -46,6 +46,7 @@ def create_app(overrides=None):
     console.init_app(app)
     # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.
     app.wsgi_app = ProxyFix(app.wsgi_app, x_for=0, x_proto=1)
+    app.register_blueprint(swagger_ui_assets())
 
     errors.register(app)
     cli.register(app)

@@ -21,3 +21,18 @@ class Api(_Api):
 
 
 api = Api()
+
+
+def swagger_ui_assets():
+    """Swagger UI's files (pinned by requirements.txt: flask-swagger-ui ships swagger-ui-dist), served
+    by the service itself at /docs/assets/ so /docs works with no internet and no CDN."""
+    import os
+
+    import flask_swagger_ui
+    from flask import Blueprint
+
+    folder = os.path.join(os.path.dirname(flask_swagger_ui.__file__), "dist")
+    return Blueprint("swagger_ui_assets", __name__, static_folder=folder, static_url_path=SWAGGER_UI_ASSETS)
+
+
+SWAGGER_UI_ASSETS = "/docs/assets"

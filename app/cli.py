@@ -1,4 +1,6 @@
-"""`flask keys ...`: create, list and revoke API keys; `flask openapi write`."""
+"""The `remote-dispatch` command (setup.cfg console_scripts): `keys create/list/revoke`,
+`dev-key`, `db upgrade`, `openapi write`, `docs api`. It is Flask's CLI bound to `create_app`, so
+it needs no FLASK_APP and no `flask` on PATH."""
 import json
 import os
 
@@ -48,10 +50,14 @@ def create(name, plan):
 
 @keys.command("list")
 def list_keys():
-    """List keys (prefix, plan, state)."""
+    """List keys (id, prefix, name, plan, state), one per line under a header row."""
+    rows = [("ID", "PREFIX", "NAME", "PLAN", "STATE")]
     for key in db.session.execute(select(ApiKey).order_by(ApiKey.id)).scalars():
         state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
-        click.echo(f"{key.id}\t{key.prefix}…\t{key.name}\t{key.plan}\t{state}")
+        rows.append((str(key.id), f"{key.prefix}…", key.name, key.plan, state))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 @keys.command("revoke")
@@ -97,6 +103,17 @@ def write_openapi(path):
     click.echo(f"wrote {path}")
 
 
+@openapi.command("markdown")
+@click.argument("path", default="docs/api.md")
+def write_markdown(path):
+    """Write the API reference in Markdown (docs/api.md), generated from the OpenAPI document."""
+    from .apidocs import markdown
+
+    with open(path, "w") as fh:
+        fh.write(markdown(json.loads(openapi_document())))
+    click.echo(f"wrote {path}")
+
+
 def openapi_document():
     from .api import api
 
@@ -126,8 +143,47 @@ API docs: {base}/docs
 """)
 
 
+@click.command("flower", context_settings={"ignore_unknown_options": True})
+@click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
+def flower(flower_args):
+    """Run Flower (Celery monitoring) on the service's broker, behind basic auth.
+
+    FLOWER_BASIC_AUTH="user:password[,user2:password2]" is required; FLOWER_UNAUTHENTICATED=true
+    runs it without (only where nothing else can reach it). Binds FLOWER_ADDRESS (127.0.0.1) and
+    FLOWER_PORT (5555); other arguments go to `celery flower`.
+    """
+    import sys
+
+    auth = os.environ.get("FLOWER_BASIC_AUTH", "").strip()
+    unauthenticated = os.environ.get("FLOWER_UNAUTHENTICATED", "").strip().lower() in {"1", "true", "yes", "on"}
+    if not auth and not unauthenticated:
+        raise click.ClickException(
+            "Flower shows every task's arguments and can stop workers: set FLOWER_BASIC_AUTH=user:password "
+            "(or FLOWER_UNAUTHENTICATED=true to run it open on purpose).")
+    if auth and not all(":" in pair and pair.split(":", 1)[1] for pair in auth.split(",")):
+        raise click.ClickException("FLOWER_BASIC_AUTH must be user:password (comma-separated for several).")
+    argv = [sys.executable, "-m", "celery", "-A", "workers", "flower",
+            f"--address={os.environ.get('FLOWER_ADDRESS', '127.0.0.1')}",
+            f"--port={os.environ.get('FLOWER_PORT', '5555')}"]
+    if auth:
+        argv.append(f"--basic-auth={auth}")
+    os.execv(sys.executable, argv + list(flower_args))
+
+
+def main():
+    """Entry point of the `remote-dispatch` console script."""
+    from flask.cli import FlaskGroup
+
+    from . import create_app
+
+    FlaskGroup(create_app=create_app, add_version_option=False, load_dotenv=False,
+               help="Remote Dispatch: API keys, database migrations, the OpenAPI document.")(
+        prog_name="remote-dispatch")
+
+
 def register(app):
     app.cli.add_command(keys)
     app.cli.add_command(openapi)
     app.cli.add_command(dev_key)
+    app.cli.add_command(flower)
 

@@ -48,6 +48,11 @@ def celery_init_app(app):
         beat_schedule_filename=f"{app.config['VAR_DIR']}/celerybeat-schedule",
         worker_hijack_root_logger=False,
     )
+    if broker_url.startswith("filesystem://"):
+        # Embedded: billiard's prefork pool cannot be stopped cleanly on kombu's filesystem
+        # transport (its pool processes are terminated and the stop hangs until honcho's SIGKILL);
+        # a threads pool stops on SIGTERM like any other worker (workers/shutdown.py).
+        celery_app.conf.worker_pool = "threads"
     celery_app.set_default()
     app.extensions["celery"] = celery_app
     return celery_app

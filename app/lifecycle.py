@@ -112,3 +112,16 @@ def release_for_retry(task_id):
     ).first() is not None
     db.session.commit()
     return released
+
+
+def hand_back(task_id, owner):
+    """A stopping worker gives its running task back: lease released at once, the attempt not
+    counted (the run did not fail), marked undispatched until the caller publishes it again.
+    True if this owner still held it."""
+    released = db.session.execute(
+        update(Task).where(Task.id == task_id, Task.status == "pending", Task.lease_owner == owner)
+        .values(lease_owner=None, lease_expires_at=None, attempt=Task.attempt - 1, dispatched_at=None)
+        .returning(Task.id)
+    ).first() is not None
+    db.session.commit()
+    return released

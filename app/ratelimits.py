@@ -32,7 +32,18 @@ def init_app(app):
     if app.config["RATE_LIMIT_DEFAULT_PLAN"] not in plans:
         raise ValueError(f"RATE_LIMIT_DEFAULT_PLAN {app.config['RATE_LIMIT_DEFAULT_PLAN']!r} is not "
                          f"one of the plans: {', '.join(plans)}.")
+    # Flask runs after_request hooks last-registered first: registered before the limiter's own,
+    # this one sees the headers the limiter added.
+    app.after_request(_retry_after_only_when_refused)
     limiter.init_app(app)
+
+
+def _retry_after_only_when_refused(response):
+    """flask-limiter adds Retry-After to every response it counts; it means something only on 429
+    (and 503, whose handler sets its own)."""
+    if response.status_code not in (429, 503):
+        response.headers.pop("Retry-After", None)
+    return response
 
 
 def _plan():

@@ -33,6 +33,9 @@ os.environ.update({
     "ALLOW_PRIVATE_URLS": "true",
     # The bench key's plan: the limiter runs on every request, as in production, but never refuses.
     "RATE_LIMIT_PLANS": json.dumps({"bench": {"requests": "1000000/second", "polls": "1000000/second"}}),
+    # Shared counting (Redis), as production with more than one web process must have.
+    "RATELIMIT_STORAGE_URI": os.environ.get("BENCH_RATELIMIT_STORAGE_URI", "redis://127.0.0.1:6379/0"),
+    "RATELIMIT_KEY_PREFIX": "rd-bench",
 })
 
 
@@ -396,7 +399,7 @@ class Stack:
         with db.engine.begin() as conn:
             conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
         upgrade()
-        self.purge("tasks", "webhooks", "bench_noop")
+        self.purge("tasks", "webhooks", "bench_noop", "bench_floor", "bench_floor_submit")
 
     def start(self, proc):
         self.procs.append(proc)
@@ -416,7 +419,7 @@ class Stack:
 
     @functools.cached_property
     def noop_worker(self):
-        return self.start(start_celery("noop-worker", "bench.noop_celery", "bench_noop"))
+        return self.start(start_celery("noop-worker", "bench.noop_celery", "bench_noop,bench_floor"))
 
     @functools.cached_property
     def done_listener(self):

@@ -27,3 +27,11 @@ _udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 def noop(sent, report_port):
     """Does nothing but tell the benchmark when it ran (one loopback UDP datagram)."""
     _udp.sendto(json.dumps([sent, time.time()]).encode(), ("127.0.0.1", report_port))
+
+
+@app.task(name="bench.floor_run")
+def floor_run(task_id):
+    """The floor of a task run: the claim and finish statements, psycopg2 directly (bench/floor.py)."""
+    from bench.floor import claim_and_finish
+
+    claim_and_finish(task_id)

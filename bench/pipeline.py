@@ -7,6 +7,7 @@ from bench.common import Row
 N = common.scaled(1000, 100)
 TIMEOUT = 300
 NOOP = "bare Celery no-op tasks, same RabbitMQ"
+FLOOR = "pipeline floor: floor submits + bare Celery claim/finish, same RabbitMQ"
 
 
 def measure(stack):
@@ -28,7 +29,16 @@ def measure(stack):
     with common.RssPeak(noop.children) as noop_peak:
         noop_rate = run_noop(stack, N)
     noop_cpu = common.cpu_seconds(noop_all) - noop_cpu
+
+    run_floor(stack, 4)
+    floor_cpu = common.cpu_seconds(noop_all)
+    floor_rate, floor_note = run_floor(stack, N)
+    floor_cpu = common.cpu_seconds(noop_all) - floor_cpu
     return [
+        Row("2 pipeline", f"{N} trivial tasks submitted in a burst → all success (tasks/s)", rate, FLOOR,
+            floor_rate, note=floor_note),
+        Row("2 pipeline", "tasks worker CPU per task (ms, main + pool processes)", cpu * 1000 / N,
+            "floor worker (claim + finish only)", floor_cpu * 1000 / N),
         Row("2 pipeline", f"{N} trivial tasks submitted in a burst → all success (tasks/s)", rate, NOOP,
             noop_rate, note=note),
         Row("2 pipeline", "tasks worker CPU per task (ms, main + pool processes)", cpu * 1000 / N,
@@ -49,6 +59,20 @@ def run_product(stack, count):
         "SELECT extract(epoch FROM max(completed_at)), count(*) FILTER (WHERE status <> 'success') "
         "FROM tasks WHERE id = ANY(:ids)", ids=ids)
     note = "" if done == count and not failed else f"{done}/{count} finished, {failed} not success"
+    return count / (float(last) - started), note
+
+
+def run_floor(stack, count):
+    """As run_product, through the floors: /bench/floor submits, the bare claim/finish task."""
+    url = f"{stack.web.url}/bench/floor?queue=bench_floor"
+    headers = {"x-api-key": stack.api_key, "Content-Type": "application/json"}
+    stack.noop_worker  # consumes bench_floor too
+    started = time.time()
+    ids = common.burst(lambda _: common.http().post(url, data=common.SUBMIT_BODY, headers=headers, timeout=30)
+                       .json()["requestId"], range(count))
+    done = stack.wait_finished(ids, TIMEOUT)
+    [(last,)] = stack.sql("SELECT extract(epoch FROM max(completed_at)) FROM tasks WHERE id = ANY(:ids)", ids=ids)
+    note = "" if done == count else f"{done}/{count} finished"
     return count / (float(last) - started), note
 
 

@@ -7,25 +7,29 @@ ROUNDS = common.scaled(3, 1)  # trivial and submit alternate; medians of the rou
 WARMUP = common.scaled(2, 1)
 CONNECTIONS = 16
 TRIVIAL = "trivial JSON endpoint, same server"
+FLOOR = "submit floor: key lookup + INSERT/COMMIT + confirmed publish, bare WSGI, same server"
 
 
 def measure(stack):
     """No tasks worker consumes during this run, so the web tier has the CPUs; the queue is purged after."""
     web = stack.web
     submit_url, trivial_url = f"{web.url}/fast/v2/remote-dispatch", f"{web.url}/bench/trivial"
+    floor_url = f"{web.url}/bench/floor"
     submit = dict(method="POST", body=common.SUBMIT_BODY, api_key=stack.api_key)
     trivial = dict(method="POST", body=common.SUBMIT_BODY)
-    for url, options in ((trivial_url, trivial), (submit_url, submit)):  # warm both workers and pools
+    for url, options in ((trivial_url, trivial), (floor_url, submit), (submit_url, submit)):  # warm up
         common.wrk(url, WARMUP, CONNECTIONS, **options)
     at_rest = common.max_rss(web.children())
 
-    bases, loads = [], []
+    bases, floors, loads = [], [], []
     with common.RssPeak(web.children) as peak:
         for _ in range(ROUNDS):
             bases.append(common.wrk(trivial_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **trivial))
+            floors.append(common.wrk(floor_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **submit))
             loads.append(common.wrk(submit_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **submit))
-    stack.purge("tasks")
-    base, load = common.median_load(bases), common.median_load(loads)
+    stack.purge("tasks", "bench_floor_submit")
+    stack.sql("DELETE FROM tasks")
+    base, floor, load = common.median_load(bases), common.median_load(floors), common.median_load(loads)
     section = "1 submit"
     rows = [
         Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", load.rps, TRIVIAL, base.rps,
@@ -33,6 +37,10 @@ def measure(stack):
         Row(section, "submit latency p50 (ms)", load.p50_ms, TRIVIAL, base.p50_ms),
         Row(section, "submit latency p99 (ms)", load.p99_ms, TRIVIAL, base.p99_ms),
         Row(section, "web worker CPU per submit (ms)", load.cpu_ms, TRIVIAL, base.cpu_ms),
+        Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", load.rps, FLOOR, floor.rps,
+            note=common.load_note(floor, 202)),
+        Row(section, "submit latency p50 (ms)", load.p50_ms, FLOOR, floor.p50_ms),
+        Row(section, "web worker CPU per submit (ms)", load.cpu_ms, FLOOR, floor.cpu_ms),
     ]
     return rows + web_memory(at_rest, peak.peak, trivial)
 

@@ -7,10 +7,32 @@ beyond that, so some threads always remain for polls and submits.
 `bench/concurrent_waits.py` measures how many waits one process sustains (README).
 """
 import os
+import sys
+from pathlib import Path
 
-bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
+# Loopback by default: HOST=0.0.0.0 (or an address) to serve other machines.
+bind = f"{os.environ.get('HOST') or '127.0.0.1'}:{os.environ.get('PORT', '8000')}"
 worker_class = "gthread"
-workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+
+# Rate limits count in RATELIMIT_STORAGE_URI. memory:// counts per process, so with it the limit
+# a key gets is the configured one only with a single web process: that is the default then, and
+# asking for more processes is refused. Shared storage (redis://...) allows any number.
+_storage = os.environ.get("RATELIMIT_STORAGE_URI") or "memory://"
+_limits_on = (os.environ.get("RATELIMIT_ENABLED") or "true").strip().lower() in {"1", "true", "yes", "on"}
+_per_process = _limits_on and _storage.startswith("memory://")
+workers = int(os.environ.get("WEB_CONCURRENCY") or ("1" if _per_process else "2"))
+if _per_process and workers > 1:
+    sys.exit(f"WEB_CONCURRENCY={workers} with RATELIMIT_STORAGE_URI={_storage}: each web process would "
+             f"count rate limits on its own and let {workers}x the plan's limit through. Set "
+             "RATELIMIT_STORAGE_URI=redis://host:6379/0 (shared counting) or run one web process.")
+if _per_process:
+    print("rate limits are counted in this process's memory (RATELIMIT_STORAGE_URI=memory://): "
+          "one web process; set RATELIMIT_STORAGE_URI=redis://... to run more", file=sys.stderr)
+
+# This instance's own control socket (gunicornc), beside its data rather than one path in $HOME.
+_var_dir = Path(os.environ.get("VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
+_var_dir.mkdir(parents=True, exist_ok=True)
+control_socket = str(_var_dir / "gunicorn.ctl")
 # Keep this default equal to the one config/settings.py derives WAIT_MAX_CONCURRENT from.
 threads = int(os.environ.get("WEB_THREADS", "128"))
 # Open client connections per worker, idle keep-alive ones included (those hold no thread);
@@ -22,3 +44,5 @@ timeout = int(os.environ.get("WEB_TIMEOUT", "180"))
 graceful_timeout = int(float(os.environ.get("WAIT_TIMEOUT_SECONDS", "120"))) + 10
 keepalive = 5
 accesslog = "-"
+# gunicorn's default format, led by the worker's pid (which process answered).
+access_log_format = '[%(p)s] %(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'

@@ -64,7 +64,7 @@ def load():
     for scheme in ("postgres://", "postgresql://"):  # Heroku-style URLs; the driver is psycopg2
         if database_url.startswith(scheme):
             database_url = "postgresql+psycopg2://" + database_url[len(scheme):]
-    broker_url = _env("CELERY_BROKER_URL", _env("BROKER_URL", "filesystem://"))
+    broker_url = _env("CELERY_BROKER_URL", _env("BROKER_URL", "filesystem://localhost/"))
     return {
         "VAR_DIR": str(var_dir),
         "SQLALCHEMY_DATABASE_URI": database_url,
@@ -114,11 +114,13 @@ def load():
         # The console's signed session cookie; unset: derived from ENCRYPTION_KEY.
         "SECRET_KEY": _env("SECRET_KEY"),
         "CONSOLE_SESSION_HOURS": _env("CONSOLE_SESSION_HOURS", 12, float),
-        # Rate limits (flask-limiter): memory:// is per process; use redis://host:6379 in production.
+        # Rate limits (flask-limiter): memory:// counts per process, so config/gunicorn.py then runs one
+        # web process; redis://host:6379/0 is shared by every process (production, more than one).
         "RATE_LIMIT_PLANS": _rate_limit_plans(),
         "RATE_LIMIT_DEFAULT_PLAN": _env("RATE_LIMIT_DEFAULT_PLAN", "free"),
         "RATELIMIT_ENABLED": _env("RATELIMIT_ENABLED", True, bool),
         "RATELIMIT_STORAGE_URI": _env("RATELIMIT_STORAGE_URI", "memory://"),
+        "RATELIMIT_KEY_PREFIX": _env("RATELIMIT_KEY_PREFIX", "remote-dispatch"),
         "RATELIMIT_HEADERS_ENABLED": True,
         # A rate-limit store that is down must not take the API down with it.
         "RATELIMIT_SWALLOW_ERRORS": True,

@@ -22,6 +22,10 @@ os.environ.update({
     "VAR_DIR": tempfile.mkdtemp(prefix="rd-test-var-"),
     "SWEEP_INTERVAL_SECONDS": "1",
     "ALLOW_PRIVATE_URLS": "true",
+    # Shared rate-limit counting (tests/ensure_services.sh starts Redis), so web processes with
+    # WEB_CONCURRENCY=2 are allowed; each test database counts under its own prefix.
+    "RATELIMIT_STORAGE_URI": os.environ.get("TEST_RATELIMIT_STORAGE_URI", "redis://127.0.0.1:6379/0"),
+    "RATELIMIT_KEY_PREFIX": "rd-" + os.environ.get("TEST_DB", "remote_dispatch_test"),
 })
 
 

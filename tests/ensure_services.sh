@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure Postgres and RabbitMQ answer, starting them if not, and create the test database and vhost.
+# Make sure Postgres, RabbitMQ and Redis answer, starting them if not, and create the test database and vhost.
 set -euo pipefail
 PGHOST=${PGHOST:-127.0.0.1}
 TEST_DB=${TEST_DB:-remote_dispatch_test}
@@ -21,4 +21,12 @@ fi
 rabbitmqctl -q await_startup >/dev/null
 rabbitmqctl -q list_vhosts | grep -qx "$TEST_VHOST" || rabbitmqctl -q add_vhost "$TEST_VHOST"
 rabbitmqctl -q set_permissions -p "$TEST_VHOST" guest '.*' '.*' '.*'
-echo "Postgres and RabbitMQ are up (database $TEST_DB, vhost $TEST_VHOST)"
+# Redis: shared rate-limit counting between web processes (RATELIMIT_STORAGE_URI).
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  command -v redis-server >/dev/null || apt-get install -y -q redis-server \
+    || { apt-get update -q && apt-get install -y -q redis-server; }
+  echo "starting Redis"
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no >/dev/null
+  for _ in $(seq 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.5; done
+fi
+echo "Postgres, RabbitMQ and Redis are up (database $TEST_DB, vhost $TEST_VHOST)"

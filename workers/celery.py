@@ -15,4 +15,4 @@ app.conf.beat_schedule = {
     "purge-expired-files": {"task": "workers.purge_expired_files", "schedule": 300},
 }
 
-from workers import tasks  # noqa: E402,F401  (registers the tasks)
+from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)

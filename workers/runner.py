@@ -10,6 +10,8 @@ from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app import lifecycle
+from app.agents import split_prefix
+from app.dispatch.service import dispatch
 from app.crypto import unseal
 from app.extensions import db
 from app.files.service import referenced_keys
@@ -19,6 +21,7 @@ from .agent.actions import Outcome
 from .agent.conversation import Conversation
 from .agent.environments import environment_for
 from .agent.loop import AgentLoop, Budget, RunState
+from . import shutdown
 from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
 from .planners import Brief, make_planner
@@ -71,7 +74,8 @@ def execute_task(task_id):
     secrets = Secrets(unseal(task.secrets_sealed))
     secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
-        stop = lambda: lease.lost.is_set() or _cancel_requested(task_id)  # noqa: E731
+        stop = lambda: (lease.lost.is_set() or shutdown.requested.is_set()  # noqa: E731
+                        or _cancel_requested(task_id))
         loop = None
         try:
             loop = build_loop(task, owner, stop, secrets)
@@ -88,6 +92,14 @@ def execute_task(task_id):
     if lease.lost.is_set():
         log.warning("lease on %s lost; another worker or a sweep owns it now", task_id)
         return
+    if shutdown.requested.is_set() and not outcome_is_final(outcome, loop, task_id):
+        if lifecycle.hand_back(task_id, owner):  # lease released, marked undispatched
+            # Back in the queue now (this message is acked); if the broker is down, the
+            # undispatched sweep publishes it after DISPATCH_GRACE_SECONDS.
+            requeued = dispatch(task_id)
+            log.info("worker stopping: task %s handed back%s", task_id,
+                     " to the queue" if requeued else "; beat will re-publish it")
+        return
     trace = loop.state.trace if loop else []
     usage = loop.usage() if loop else {"actions": 0, "credits": 0.0}
     extra = {"messages": loop.state.conversation.messages} if loop else {}
@@ -99,6 +111,12 @@ def execute_task(task_id):
 
 
 DATABASE_DOWN = (OperationalError, InterfaceError)
+
+
+def outcome_is_final(outcome, loop, task_id):
+    """While stopping, an outcome the run reached on its own is written; one the stop forced is not."""
+    stopped_early = loop is not None and outcome.status == "error" and outcome.text == "cancelled"
+    return not stopped_early or _cancel_requested(task_id)
 
 
 def _finish_while_leased(lease_seconds, *args, **kwargs):
@@ -148,7 +166,9 @@ def build_loop(task, owner, should_stop, secrets):
         raise
     environment.mcp = mcp
     try:
-        prompt = "\n".join(split_steps(task.prompt)) if task.agent == "web" else task.prompt.strip()
+        # The agent prefix chose the agent at submit; the planner gets the prompt without it.
+        body = split_prefix(task.prompt)[1]
+        prompt = "\n".join(split_steps(body)) if task.agent == "web" else body
         # A value the caller also wrote out in plain text still reaches the planner only as its placeholder.
         brief = Brief(
             prompt=secrets.redact(prompt), agent=task.agent, tools=environment.tools(schema),

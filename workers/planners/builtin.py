@@ -2,6 +2,7 @@
 import json
 import re
 
+from app.agents import split_prefix
 from workers.agent.actions import Action, describe
 from workers.agent.conversation import new_call_id
 
@@ -72,8 +73,8 @@ def parse_step(line):
 
 
 def split_steps(prompt):
-    """Steps are the prompt's non-empty lines, after the `/Operator` prefix."""
-    body = re.sub(r"^\s*/Operator\b", "", prompt)
+    """Steps are the prompt's non-empty lines, after its agent prefix (`app.agents`)."""
+    body = split_prefix(prompt)[1]
     return [line.strip() for line in body.splitlines() if line.strip()]
 
 
