@@ -23,7 +23,7 @@ def cancel(client, key, request_id):
 @pytest.fixture
 def unpublished(monkeypatch):
     """Submitted tasks stay queued: nothing is published, so no worker can take them."""
-    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id: True)
+    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id, **_: True)
 
 
 def test_a_queued_task_ends_at_once_as_error_cancelled(client, api_key, unpublished):

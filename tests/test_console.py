@@ -108,7 +108,7 @@ def status_text(driver, scope="#task-status"):
 @pytest.fixture
 def unpublished(monkeypatch):
     """Tasks submitted by the test itself stay queued: no worker takes them, the test finishes them."""
-    monkeypatch.setattr(dispatch_service, "dispatch", lambda task_id: True)
+    monkeypatch.setattr(dispatch_service, "dispatch", lambda task_id, **_: True)
 
 
 def submit_hidden(app_key, prompt, **fields):

@@ -14,7 +14,7 @@ CLOUD = {"executionMode": "cloud"}
 
 @pytest.fixture(autouse=True)
 def unpublished(monkeypatch):
-    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id: True)
+    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id, **_: True)
 
 
 def list_tasks(client, key, **query):

@@ -15,7 +15,7 @@ def tiny_plan(app, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def unpublished(monkeypatch):
-    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id: True)
+    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id, **_: True)
 
 
 def poll(client, key, request_id):

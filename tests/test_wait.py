@@ -102,7 +102,7 @@ def test_replaying_an_idempotent_wait_after_408_reattaches_to_the_task(client, a
 
 def test_input_required_ends_the_wait(client, app, api_key, waiters, monkeypatch):
     """The task is not published; another thread pauses it for input, as a worker would."""
-    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id: True)
+    monkeypatch.setattr("app.dispatch.service.dispatch", lambda task_id, **_: True)
     monkeypatch.setattr(waiters, "poll_seconds", 3600)
     question = {"output": {"type": "text", "content": "Which account?"}, "text": "Which account?",
                 "structuredOutput": None, "actionTrace": []}
