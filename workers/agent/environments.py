@@ -18,11 +18,7 @@ from . import attachments, pages
 from .actions import STRING, Finish, Observation, Outcome, Tool, params
 from .mcp import McpFailure
 
-try:
-    from workers.browser.base import BrowserError
-except ImportError:  # the browser package lands with the cloud_browser issue
-    class BrowserError(Exception):
-        pass
+from workers.browser.base import BrowserError
 
 MAX_OBSERVATION_CHARS = 20000
 BROWSER_ONLY = ("click", "type", "press", "upload")

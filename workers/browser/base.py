@@ -1,0 +1,64 @@
+"""The one browser interface the web agent drives: a Selenium session, the extension's window, a kept cloud session.
+
+Drivers implement `Browser`; the page-side logic they share lives in `page.js` (one file, run by Selenium's
+`execute_script` and injected unchanged by the extension). Nothing outside `workers/browser/` imports Selenium.
+"""
+from dataclasses import dataclass, field
+
+
+class BrowserError(Exception):
+    """An action could not be done; the message says why (element not found, navigation refused, timeout)."""
+
+
+class BrowserUnavailable(BrowserError):
+    """No browser could be started or reached (not installed, Grid down, window gone): the task cannot go on."""
+
+
+class NavigationRefused(BrowserError):
+    """The egress policy refused a URL (private address, file:, chrome:, ...)."""
+
+
+@dataclass
+class PageReading:
+    """What `read()` returns: the page as the agent sees it."""
+
+    url: str
+    title: str
+    text: str  # the simplified view: numbered interactive elements `[N]<tag ...>label</tag>` and visible text
+    elements: list = field(default_factory=list)  # [{"index", "tag", "label", "new": bool, ...}]
+
+
+class Browser:
+    """A browser the web agent acts in. Targets are an element number (int or "12"), visible text, or a CSS
+    selector; drivers resolve them with page.js. Every method raises BrowserError with a reason on failure."""
+
+    label = ""  # cloudBrowserSessionName or the window id: for logs and the trace
+
+    # navigation and tabs
+    def open(self, url, new_tab=False): raise NotImplementedError
+    def current_url(self): raise NotImplementedError
+    def title(self): raise NotImplementedError
+    def back(self): raise NotImplementedError
+    def tabs(self): raise NotImplementedError  # [{"index", "url", "title", "active"}]
+    def switch_tab(self, index): raise NotImplementedError
+    def close_tab(self, index=None): raise NotImplementedError
+
+    # reading
+    def read(self): raise NotImplementedError  # -> PageReading
+    def html(self): raise NotImplementedError
+    def extract(self, selector): raise NotImplementedError  # -> [text of each match]
+    def screenshot(self): raise NotImplementedError  # -> PNG bytes
+
+    # acting
+    def click(self, target): raise NotImplementedError
+    def type(self, target, text): raise NotImplementedError  # clears first; `text` has real secret values
+    def select(self, target, option): raise NotImplementedError
+    def press(self, keys): raise NotImplementedError  # "Enter", "Control+a"
+    def scroll(self, direction="down", target=None): raise NotImplementedError
+    def hover(self, target): raise NotImplementedError
+    def wait_for(self, text=None, selector=None, navigation=False, timeout=10): raise NotImplementedError
+    def upload(self, target, path): raise NotImplementedError
+    def run_js(self, code): raise NotImplementedError
+
+    def close(self):
+        """Release the browser (end the session, or leave the user's window as it is). Idempotent."""
