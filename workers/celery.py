@@ -23,6 +23,14 @@ from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and
 @signals.worker_init.connect
 def _reap_orphaned_browsers(**_):
     """Browsers left by a worker of this deployment that was SIGKILLed: gone before this one takes tasks."""
+    import logging
+
     from workers.browser.reaper import reap
+    from workers.browser.selenium_driver import missing_browser
 
     reap(flask_app.config["VAR_DIR"])
+    config = flask_app.config
+    if not config["SELENIUM_REMOTE_URL"]:
+        problem = missing_browser(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"])
+        if problem:
+            logging.getLogger(__name__).warning("%s cloud_browser tasks will end as error.", problem)
