@@ -246,6 +246,22 @@ def test_the_time_limit_closes_the_browser(client, api_key, pages):
     no_browser_left()
 
 
+def test_celery_soft_time_limit_closes_the_browser(client, api_key, pages):
+    worker = WorkerProcess(queues="tasks", concurrency=1, env={"TASK_SOFT_TIME_LIMIT_SECONDS": "4"},
+                           name="browser-soft-limit")
+    try:
+        request_id = submit(client, api_key, {
+            **BROWSER, "prompt": f"/Operator\ngo to {pages.url('/slow')}\nwait for \"never shown\"\nanswer done"}
+        ).get_json()["requestId"]
+        body = wait_for_status(client, api_key, request_id, timeout=60)
+        no_browser_left()
+    finally:
+        worker.stop()
+    assert body["status"] == "error"
+    assert body["response"]["text"] == ("Time limit reached: the worker's time limit for one task (4 s) "
+                                        "interrupted it.")
+
+
 def test_worker_sigterm_closes_the_browser_and_hands_the_task_back(client, api_key, pages):
     worker = WorkerProcess(queues="tasks", concurrency=1, name="browser-term")
     request_id = submit(client, api_key, {

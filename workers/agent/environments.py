@@ -316,7 +316,7 @@ class BrowserEnvironment(Environment):
     def record(self):
         try:
             self.recorder.add(self.browser.screenshot())
-        except Exception:  # a recording must never fail the task
+        except (BrowserError, OSError, ValueError):  # a recording must never fail the task
             log.warning("task %s: screenshot for the GIF failed", self.task.id, exc_info=True)
 
     def _view(self, prefix=""):
