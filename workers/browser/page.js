@@ -47,7 +47,7 @@
   var ROLES = {button: 1, link: 1, checkbox: 1, radio: 1, tab: 1, menuitem: 1, menuitemcheckbox: 1,
     menuitemradio: 1, option: 1, "switch": 1, combobox: 1, textbox: 1, searchbox: 1, slider: 1,
     spinbutton: 1, listbox: 1, treeitem: 1};
-  var ATTRS = ["type", "name", "placeholder", "href", "role", "aria-label", "title", "alt", "aria-expanded"];
+  var ATTRS = ["id", "type", "name", "placeholder", "href", "role", "aria-label", "title", "alt", "aria-expanded"];
   var BLOCK = /^(block|flex|grid|list-item|table|table-row|table-caption|flow-root)$/;
 
   function top() { return document.documentElement; }
