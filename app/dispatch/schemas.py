@@ -249,6 +249,8 @@ class TraceEntrySchema(ma.Schema):
     endTs = fields.String()
     durationMs = fields.Integer()
     result = fields.String(metadata={"description": "MCP tool calls: the tool's result, truncated"})
+    browserSession = fields.String(metadata={
+        "description": "Browser modes: the session that ran the action (cloudBrowserSessionName, or task-<requestId>)"})
 
 
 class ResponseSchema(ma.Schema):

@@ -58,6 +58,10 @@ class Environment:
     def url(self):
         return ""
 
+    def trace_fields(self):
+        """Extra fields of each action's trace entry."""
+        return {}
+
     def execute(self, action):
         if self.mcp and action.name in self.mcp.tools_by_name:
             return self._call_mcp(self.mcp.tools_by_name[action.name], action.args)
@@ -306,6 +310,9 @@ class BrowserEnvironment(Environment):
 
     def url(self):
         return self.browser.current_url() if getattr(self, "browser", None) else ""
+
+    def trace_fields(self):
+        return {"browserSession": self.browser.label}
 
     def execute(self, action):
         observation = super().execute(action)

@@ -115,6 +115,7 @@ class AgentLoop:
             }
             if observation.trace_result is not None:
                 entry["result"] = self.secrets.redact(observation.trace_result)
+            entry.update(self.environment.trace_fields())
             self.state.trace.append(entry)
             self.state.conversation.add_call(action)
             self.state.conversation.add_result(action.call_id, observation.text)
