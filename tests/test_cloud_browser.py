@@ -214,7 +214,9 @@ def test_a_failed_action_says_why_and_the_browser_is_closed(client, api_key, pag
     body = wait_for_status(client, api_key, request_id, timeout=60)
     assert body["status"] == "error"
     assert 'No element matching "Delete everything" on this page.' in body["response"]["text"]
-    assert body["response"]["actionTrace"][1]["url"] == pages.url("/login")
+    failed = body["response"]["actionTrace"][1]
+    assert failed["url"] == pages.url("/login") and failed["action"] == 'click "Delete everything"'
+    assert failed["failed"] is True and failed["error"] == 'No element matching "Delete everything" on this page.'
     assert "gifUrl" not in body  # no generateGif: nothing recorded
     no_browser_left()
 
