@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.page_server import PageServer
 from workers.browser.base import BrowserError, BrowserUnavailable
 from workers.browser.reaper import our_browser_processes
@@ -32,12 +33,13 @@ document.getElementById("keys").addEventListener("keydown", (e) => {
   out.textContent = "key " + e.key + (e.ctrlKey ? " with ctrl" : ""); });
 </script></body></html>"""
 FRAME = """<html><body><button onclick="document.body.append(' frame clicked')">Frame button</button></body></html>"""
+DOWNLOAD = """<html><body><a href="/second" download="notes.html">Get the notes</a></body></html>"""
 SECOND = """<html><head><title>Second</title></head><body><h1>Second tab</h1></body></html>"""
 
 
 @pytest.fixture(scope="module")
 def pages():
-    server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND})
+    server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD})
     yield server
     server.close()
 
@@ -141,6 +143,20 @@ def test_close_ends_every_process_and_removes_the_profile(pages):
     browser.close()
     browser.close()  # idempotent
     assert not our_browser_processes(var_dir) and not os.path.exists(browser.profile)
+
+
+def test_downloads_land_in_the_sessions_directory(pages, tmp_path):
+    folder = tmp_path / "task-downloads"
+    browser = SeleniumBrowser(profile_root=browsers_dir(os.environ["VAR_DIR"]), download_dir=str(folder))
+    try:
+        browser.open(pages.url("/download"))
+        browser.click("Get the notes")
+        done = lambda: [name for name in os.listdir(folder) if not name.endswith(".crdownload")]  # noqa: E731
+        wait_until(done, what="the download", timeout=15)
+    finally:
+        browser.close()
+    assert os.listdir(folder) == ["notes.html"]
+    assert "Second tab" in (folder / "notes.html").read_text()
 
 
 def test_no_chromium_says_what_to_install(tmp_path):
