@@ -252,7 +252,8 @@ class TraceEntrySchema(ma.Schema):
     failed = fields.Boolean(metadata={"description": "The action did not do what it should; `error` says why"})
     error = fields.String(metadata={"description": "Why the action failed"})
     browserSession = fields.String(metadata={
-        "description": "Browser modes: the session that ran the action (cloudBrowserSessionName, or task-<requestId>)"})
+        "description": "Browser modes: the session that ran the action "
+                       "(cloudBrowserSessionName, or task-<requestId>)"})
 
 
 class ResponseSchema(ma.Schema):

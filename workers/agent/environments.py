@@ -368,7 +368,8 @@ class BrowserEnvironment(Environment):
 
     def do_scroll(self, direction="down", target=None):
         return self._act(lambda: self.browser.scroll(direction, target),
-                         lambda r: self._view(f"scrolled {direction} (at {'the end' if r.get('atEnd') else r.get('scrollY')})\n"))
+                         lambda r: self._view(f"scrolled {direction} "
+                                              f"(at {'the end' if r.get('atEnd') else r.get('scrollY')})\n"))
 
     def do_hover(self, target):
         return self._act(lambda: self.browser.hover(target),

@@ -1,4 +1,4 @@
-"""Reading web pages without a browser: fetch (behind the outbound-URL guard), HTML parsed by lxml, CSS selectors by cssselect."""
+"""Reading web pages without a browser: fetch (behind the outbound-URL guard), HTML5 parsing, CSS selectors."""
 import re
 from urllib.parse import unquote_to_bytes, urljoin
 

@@ -1,4 +1,4 @@
-"""The Selenium driver of `Browser`: a fresh local Chromium per task (Debian's chromium and chromedriver), or a Grid session."""
+"""The Selenium driver of `Browser`: a fresh local Chromium per task (Debian's packages), or a Grid session."""
 import json
 import logging
 import os
