@@ -115,6 +115,9 @@ class SeleniumBrowser(Browser):
                 options.set_capability("se:name", self.label)
                 self.driver = webdriver.Remote(command_executor=remote_url, options=options)
                 self.driver.file_detector = LocalFileDetector()
+                # chromedriver's CDP endpoint, which the Grid forwards to the node (time zone per tab).
+                self.driver.command_executor.add_command("executeCdpCommand", "POST",
+                                                         "/session/$sessionId/goog/cdp/execute")
             else:
                 self._start_local(options, chromium_path, chromedriver_path, profile_root)
             self.driver.set_page_load_timeout(page_load_timeout)
