@@ -163,3 +163,39 @@ def test_no_chromium_says_what_to_install(tmp_path):
     with pytest.raises(BrowserUnavailable, match=r"CHROMIUM_PATH=/nonexistent/chromium\) not found.*"
                                                  r"apt-get install chromium chromium-driver"):
         SeleniumBrowser(chromium_path="/nonexistent/chromium", profile_root=str(tmp_path))
+
+
+def test_a_remote_webdriver_endpoint_runs_the_session_with_the_tasks_time_zone(pages):
+    """SELENIUM_REMOTE_URL's path (webdriver.Remote, se:name, the time zone through CDP), against chromedriver
+    serving as the remote end on loopback; a Selenium Grid speaks the same protocol."""
+    import signal
+    import subprocess
+
+    from tests.processes import free_port
+
+    port = free_port()
+    server = subprocess.Popen(["/usr/bin/chromedriver", f"--port={port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: _answers(port), what="chromedriver to listen", timeout=15)
+        browser = SeleniumBrowser(remote_url=f"http://127.0.0.1:{port}", label="remote-check",
+                                  time_zone="Europe/Oslo")
+        try:
+            browser.open(pages.url("/second"))
+            assert browser.extract("h1") == ["Second tab"]
+            assert browser.run_js("return Intl.DateTimeFormat().resolvedOptions().timeZone") == "Europe/Oslo"
+            assert browser.driver.capabilities["browserName"] in ("chrome", "chromium")
+        finally:
+            browser.close()
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(10)
+
+
+def _answers(port):
+    import requests
+
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/status", timeout=1).ok
+    except requests.RequestException:
+        return False
