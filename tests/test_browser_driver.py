@@ -80,6 +80,14 @@ def test_typed_text_shows_in_fields_but_never_a_password(browser):
     assert 'value="blender"' in text and "hunter2-secret" not in text
     browser.click("#go")
     assert browser.extract("#out") == ["searched blender"]
+    # Nothing the browser keeps on disk while it runs holds the typed secret (logs, autofill, history).
+    for folder, _, files in os.walk(browser.profile):
+        for name in files:
+            try:
+                data = open(os.path.join(folder, name), "rb").read()
+            except OSError:  # a lock or socket
+                continue
+            assert b"hunter2-secret" not in data, os.path.join(folder, name)
 
 
 def test_click_by_number_text_selector_in_frames_and_shadow_roots(browser):
