@@ -14,6 +14,7 @@ from .netguard import METADATA_HOSTS, UnsafeUrl
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_URL_CHARS = 8192
+MAX_REDIRECTS = 10
 # scheme://authority path ?query #fragment — the authority ends at the first / ? or #, as in every
 # HTTP client; backslashes are refused before this runs, so WHATWG's "\ is /" cannot disagree with it.
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?", re.S)
@@ -245,6 +246,7 @@ class _EgressSession(requests.Session):
     def __init__(self, policy, schemes):
         super().__init__()
         self.trust_env = False  # HTTP(S)_PROXY from the environment would bypass the pinning
+        self.max_redirects = MAX_REDIRECTS
         self.schemes = schemes
         adapter = _PinnedAdapter(policy, schemes)
         for scheme in ("http://", "https://"):

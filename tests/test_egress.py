@@ -317,3 +317,51 @@ def test_unreachable_addresses_raise_connection_errors(policy):
         port = sock.getsockname()[1]
     with pytest.raises(requests.ConnectionError, match="cannot connect to 127.0.0.2"):
         egress.fetch(policy, "GET", f"http://127.0.0.2:{port}/", timeout=5)
+
+
+# A real task in cloud mode, on a worker that runs without ALLOW_PRIVATE_URLS.
+
+@pytest.fixture(scope="module")
+def strict_worker(app):
+    from tests.processes import WorkerProcess
+
+    proc = WorkerProcess(name="egress", env={"ALLOW_PRIVATE_URLS": "false", "EGRESS_TREAT_AS_PUBLIC": "127.0.0.2"})
+    yield proc
+    proc.stop()
+
+
+def test_the_issues_attack_in_a_real_task_is_refused(client, api_key, strict_worker, canary, public):
+    from tests.agent_support import run
+
+    attack = f"http://127.0.0.1:{canary.port}\\@127.0.0.2:{public.port}/../healthz"
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {attack}"})
+    assert body["status"] == "error", body
+    assert body["response"]["text"].startswith("Refused to open the page: URL contains a backslash"), body
+    trace = body["response"]["actionTrace"]
+    assert any("Refused to open the page" in str(step) for step in trace), trace
+    assert canary.requests == [] and public.requests == []
+
+
+def test_a_real_task_reads_the_public_stand_in_and_not_a_redirect_to_loopback(
+        client, api_key, strict_worker, canary, public):
+    from tests.agent_support import run
+
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {public.url('/page')}\nextract title"})
+    assert body["status"] == "success" and body["response"]["text"] == "canary", body
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {public.url('/redirect?to=' + canary.url('/'))}"})
+    assert body["status"] == "error" and "non-public address (127.0.0.1)" in body["response"]["text"], body
+    assert canary.requests == []
+
+
+@pytest.mark.parametrize("url, message", [
+    ("http://[::1", "invalid IPv6 address"),
+    ("data:text/html,<h1>x</h1>\ngo to http://[::1", "not a valid URL"),  # joined to the open page's URL
+    ("data:text/html;base64,@@@@", "base64 content is invalid"),
+    ("data:text/html", "no ','"),
+])
+def test_bad_urls_are_page_errors_not_internal_errors(client, api_key, strict_worker, url, message):
+    from tests.agent_support import run
+
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {url}"})
+    assert body["status"] == "error" and message in body["response"]["text"], body["response"]
+    assert "internal error" not in body["response"]["text"].lower() and "Traceback" not in str(body)
