@@ -62,8 +62,7 @@ class Policy:
         address; the returned Target is what to connect to. Raises EgressRefused."""
         scheme, host, port, path = _parse_url(url, schemes)
         addresses = self._check(host, port)
-        url = f"{scheme}://{_bracketed(host)}" + ("" if port == DEFAULT_PORTS[scheme] else f":{port}") + path
-        return Target(url, scheme, host, port, tuple(addresses), path)
+        return Target(normalise(url, schemes), scheme, host, port, tuple(addresses), path)
 
     def check_host(self, host, port):
         """For proxies (CONNECT host:port): the checked addresses to connect to. Raises EgressRefused."""
@@ -90,6 +89,13 @@ class Policy:
             if address not in self.public_addresses and not _is_public(ipaddress.ip_address(address)):
                 raise EgressRefused(f"host {host!r} resolves to a non-public address ({address})")
         return addresses
+
+
+def normalise(url, schemes=("http", "https")):
+    """The normalised URL, or EgressRefused for a form parsers could disagree on; no DNS lookup
+    (the syntax check at submit time, when private URLs are allowed)."""
+    scheme, host, port, path = _parse_url(url, schemes)
+    return f"{scheme}://{_bracketed(host)}" + ("" if port == DEFAULT_PORTS[scheme] else f":{port}") + path
 
 
 def fetch(policy, method, url, *, timeout, max_bytes=None, headers=None, data=None,
@@ -324,3 +330,45 @@ class _PinnedAdapter(HTTPAdapter):
             pool.close()
         self.pools.clear()
         super().close()
+
+
+def async_transport(policy, **kwargs):
+    """An httpx2 AsyncHTTPTransport (for clients such as MCP's) whose every TCP connection goes
+    to addresses `policy.check_host` returned for the host the request names; TLS still verifies
+    that name. No environment proxies."""
+    import httpx2
+
+    transport = httpx2.AsyncHTTPTransport(trust_env=False, **kwargs)
+    # httpx2 offers no public hook for its connection pool's network backend; fail loudly if that changes.
+    if not hasattr(transport._pool, "_network_backend"):
+        raise RuntimeError("httpx2's connection pool changed: cannot pin its connections")
+    transport._pool._network_backend = _checked_backend(policy)
+    return transport
+
+
+def _checked_backend(policy):
+    import anyio
+    import httpcore2
+
+    class CheckedBackend(httpcore2.AsyncNetworkBackend):
+        def __init__(self):
+            self.inner = httpcore2.AnyIOBackend()
+
+        async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            addresses = await anyio.to_thread.run_sync(policy.check_host, host, port)  # resolves: not on the loop
+            failure = None
+            for address in addresses:
+                try:
+                    return await self.inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                                                        socket_options=socket_options)
+                except httpcore2.ConnectError as exc:
+                    failure = exc  # another address of the host may answer
+            raise failure
+
+        async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+            raise EgressRefused("unix sockets are not an outbound destination")
+
+        async def sleep(self, seconds):
+            await self.inner.sleep(seconds)
+
+    return CheckedBackend()

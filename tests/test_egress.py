@@ -365,3 +365,28 @@ def test_bad_urls_are_page_errors_not_internal_errors(client, api_key, strict_wo
     _, body = run(client, api_key, {"prompt": f"/Operator go to {url}"})
     assert body["status"] == "error" and message in body["response"]["text"], body["response"]
     assert "internal error" not in body["response"]["text"].lower() and "Traceback" not in str(body)
+
+
+# The httpx2 transport MCP clients use: every connection checked and pinned.
+
+def _async_get(policy, url):
+    import asyncio
+
+    import httpx2
+
+    async def get():
+        async with httpx2.AsyncClient(transport=egress.async_transport(policy), trust_env=False) as client:
+            return await client.get(url, timeout=5)
+
+    return asyncio.run(get())
+
+
+def test_the_async_transport_pins_the_checked_address(monkeypatch, canary, public, policy):
+    dns = RebindingDns(monkeypatch, "rebind.test")
+    response = _async_get(policy, f"http://rebind.test:{public.port}/mcp")
+    assert response.status_code == 200 and dns.answers == ["127.0.0.2"]
+    assert public.requests == [("GET", "/mcp", f"rebind.test:{public.port}")]
+    for url in (f"http://rebind.test:{canary.port}/", canary.url("/"), f"http://localhost:{canary.port}/"):
+        with pytest.raises(EgressRefused):
+            _async_get(policy, url)
+    assert canary.requests == []
