@@ -17,7 +17,7 @@ from app.crypto import unseal
 from app.egress import EgressRefused, Policy
 from app.extensions import db
 from app.models import ApiKey, Task, WebhookDelivery
-from app.webhooks import delivery
+from app.webhooks import delivery, outbox
 from app.webhooks.delivery import Outcome
 
 from .runner import worker_identity
@@ -38,12 +38,12 @@ def deliver(delivery_id):
         log.info("webhook %s not due or already being sent; message ignored", delivery_id)
         return None
     row = db.session.get(WebhookDelivery, delivery_id)
-    url, body = row.url, row.payload.encode()
+    url, body, headers = row.url, None, None
     try:
-        headers = request_headers(row, db.session.get(Task, row.task_id), claimed.started_at)
+        body = outbox.body(row)
+        headers = request_headers(row, db.session.get(Task, row.task_id), claimed.started_at, body)
     except Exception:  # e.g. a secret sealed under another ENCRYPTION_KEY: a failed attempt, logged
         log.exception("cannot prepare webhook %s", delivery_id)
-        headers = None
     db.session.commit()  # no transaction stays open while we wait on the receiver
     outcome = post(url, body, headers) if headers else Outcome(error="internal error preparing the request")
     delivery.record(delivery_id, owner, claimed, outcome)
@@ -52,7 +52,7 @@ def deliver(delivery_id):
     return outcome
 
 
-def request_headers(row, task, started_at):
+def request_headers(row, task, started_at, body):
     """The caller's callbackHeaders as given, then ours (Standard Webhooks)."""
     callback = unseal(task.callback_sealed) or {}
     timestamp = int(started_at.timestamp())
@@ -63,7 +63,7 @@ def request_headers(row, task, started_at):
         "webhook-id": row.id,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": signature(signing_secrets(task.api_key_id, started_at),
-                                       row.id, timestamp, row.payload.encode()),
+                                       row.id, timestamp, body),
     }
 
 

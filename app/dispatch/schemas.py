@@ -35,6 +35,9 @@ class LenientSchema(ma.Schema):
         if isinstance(data, dict):
             for name, value in data.items():
                 if _has_nul(name) or _has_nul(value):
+                    if name == "callbackHeaders" and isinstance(value, dict) and not _has_nul(list(value)):
+                        # a header value: a 400 naming the header, like its other unsendable values
+                        name += "." + next(k for k, v in value.items() if _has_nul(v))
                     raise ValidationError("must not contain NUL characters (\\u0000).", name)
         return data
 
@@ -224,11 +227,16 @@ class SubmitSchema(LenientSchema):
             raise ValidationError(
                 f"header(s) {', '.join(repr(b) for b in bad)} not allowed: only Authorization "
                 "and headers starting with x- may be sent.")
-        unsendable = sorted(name for name, text in (value or {}).items() if not HEADER_VALUE.fullmatch(text))
-        if unsendable:
-            raise ValidationError(
-                f"the value of header(s) {', '.join(repr(b) for b in unsendable)} cannot be sent: it must be "
-                "Latin-1 text without control characters (CR, LF, NUL) or leading whitespace.")
+
+    @validates_schema
+    def _sendable_header_values(self, data, **_):
+        # A 400 (a malformed value) under its own key, apart from the spec's 422 for a disallowed name.
+        errors = {f"callbackHeaders.{name}": [
+            f"the value of header '{name}' cannot be sent: it must be Latin-1 text without control "
+            "characters (CR, LF, NUL) or leading whitespace."]
+            for name, value in sorted((data.get("callbackHeaders") or {}).items()) if not HEADER_VALUE.fullmatch(value)}
+        if errors:
+            raise ValidationError(errors)
 
     @validates("mcpServers")
     def _distinct_labels(self, value, **_):
