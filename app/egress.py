@@ -1,4 +1,4 @@
-"""The one outbound HTTP path: a URL is parsed once, checked, resolved once, and connected to on the checked address."""
+"""The one outbound HTTP path: a URL parsed once, checked, resolved once, pinned to the checked address."""
 import ipaddress
 import re
 import socket
@@ -62,7 +62,7 @@ class Policy:
         address; the returned Target is what to connect to. Raises EgressRefused."""
         scheme, host, port, path = _parse_url(url, schemes)
         addresses = self._check(host, port)
-        return Target(normalise(url, schemes), scheme, host, port, tuple(addresses), path)
+        return Target(_compose(scheme, host, port, path), scheme, host, port, tuple(addresses), path)
 
     def check_host(self, host, port):
         """For proxies (CONNECT host:port): the checked addresses to connect to. Raises EgressRefused."""
@@ -94,7 +94,10 @@ class Policy:
 def normalise(url, schemes=("http", "https")):
     """The normalised URL, or EgressRefused for a form parsers could disagree on; no DNS lookup
     (the syntax check at submit time, when private URLs are allowed)."""
-    scheme, host, port, path = _parse_url(url, schemes)
+    return _compose(*_parse_url(url, schemes))
+
+
+def _compose(scheme, host, port, path):
     return f"{scheme}://{_bracketed(host)}" + ("" if port == DEFAULT_PORTS[scheme] else f":{port}") + path
 
 
@@ -224,7 +227,8 @@ def _resolve(host, port):
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError) as exc:
-        raise EgressRefused(f"cannot resolve host {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        reason = getattr(exc, "strerror", None) or exc
+        raise EgressRefused(f"cannot resolve host {host!r}: {reason}") from None
     addresses = list(dict.fromkeys(str(ipaddress.ip_address(info[4][0].split("%")[0])) for info in infos))
     if not addresses:
         raise EgressRefused(f"cannot resolve host {host!r}")
@@ -294,8 +298,8 @@ class _PinnedAdapter(HTTPAdapter):
                                                    f"{exc.__cause__ or exc}", request=request)
                 continue  # another address of the host may answer
             except urllib3.exceptions.ConnectTimeoutError:
-                failure = requests.ConnectTimeout(f"timed out connecting to {_bracketed(address)}:{target.port}",
-                                                  request=request)
+                failure = requests.ConnectTimeout(
+                    f"timed out connecting to {_bracketed(address)}:{target.port}", request=request)
                 continue
             except urllib3.exceptions.ReadTimeoutError as exc:
                 raise requests.ReadTimeout(exc, request=request) from None
@@ -355,11 +359,13 @@ def _checked_backend(policy):
             self.inner = httpcore2.AnyIOBackend()
 
         async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-            addresses = await anyio.to_thread.run_sync(policy.check_host, host, port)  # resolves: not on the loop
+            # check_host resolves (blocking): not on the event loop
+            addresses = await anyio.to_thread.run_sync(policy.check_host, host, port)
             failure = None
             for address in addresses:
                 try:
-                    return await self.inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                    return await self.inner.connect_tcp(address, port, timeout=timeout,
+                                                        local_address=local_address,
                                                         socket_options=socket_options)
                 except httpcore2.ConnectError as exc:
                     failure = exc  # another address of the host may answer

@@ -98,7 +98,7 @@ def load():
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         # Hosts ("host" or "host:port", comma-separated) reachable even though they are private.
         "EGRESS_ALLOW_HOSTS": _env("EGRESS_ALLOW_HOSTS", (), _comma_list),
-        # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public, so a loopback server stands in for a public host.
+        # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public: a loopback server stands in for a public host.
         "EGRESS_TREAT_AS_PUBLIC": _env("EGRESS_TREAT_AS_PUBLIC", (), _comma_list),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
         # Attachments: upload size limit, how long files are kept, how long a presigned post is valid.

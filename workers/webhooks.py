@@ -113,7 +113,8 @@ def post(url, body, headers):
     except Exception as exc:  # e.g. a header value http.client cannot send: a failed attempt, logged
         # Without the exception's text or traceback: it can quote a header value (a caller's token).
         log.error("webhook request to %s failed: %s", urlsplit(url).hostname, exc.__class__.__name__)
-        return Outcome(error=f"cannot send the request: {exc.__class__.__name__}", duration_ms=_ms_since(started))
+        return Outcome(error=f"cannot send the request: {exc.__class__.__name__}",
+                       duration_ms=_ms_since(started))
     return _outcome(response, _ms_since(started))
 
 

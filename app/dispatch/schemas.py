@@ -231,10 +231,11 @@ class SubmitSchema(LenientSchema):
     @validates_schema
     def _sendable_header_values(self, data, **_):
         # A 400 (a malformed value) under its own key, apart from the spec's 422 for a disallowed name.
+        headers = data.get("callbackHeaders") or {}
         errors = {f"callbackHeaders.{name}": [
             f"the value of header '{name}' cannot be sent: it must be Latin-1 text without control "
             "characters (CR, LF, NUL) or leading whitespace."]
-            for name, value in sorted((data.get("callbackHeaders") or {}).items()) if not HEADER_VALUE.fullmatch(value)}
+            for name, value in sorted(headers.items()) if not HEADER_VALUE.fullmatch(value)}
         if errors:
             raise ValidationError(errors)
 

@@ -80,7 +80,8 @@ def variants(value):
     for form in plain:
         for encoded in (form, quote(form, safe=""), quote(form), quote_plus(form), quote_plus(form, safe="/"),
                         html.escape(form), html.escape(form, quote=False)):
-            forms.update((encoded, quote(html.escape(encoded), safe=""), html.escape(quote(encoded, safe=""))))
+            forms.update((encoded, quote(html.escape(encoded), safe=""),
+                          html.escape(quote(encoded, safe=""))))
     forms.update([form.casefold() for form in forms])
     return {form for form in forms if form}
 
