@@ -390,3 +390,35 @@ def test_the_async_transport_pins_the_checked_address(monkeypatch, canary, publi
         with pytest.raises(EgressRefused):
             _async_get(policy, url)
     assert canary.requests == []
+
+
+# Submit-time checks use the same parser, also when private URLs are allowed (as in this suite).
+
+@pytest.mark.parametrize("field, url, reason", [
+    ("callbackUrl", "https://127.0.0.1:9\\@127.0.0.2/hook", "backslash"),
+    ("callbackUrl", "https://[::ffff:127.0.0.1]/hook", "embeds an IPv4 address"),
+    ("callbackUrl", "https://0x7f.1/hook", "non-canonical IPv4"),
+    ("callbackUrl", "https://[::1/hook", "must be an https:// URL"),
+    ("mcpServers", "http://127.0.0.1:9\\@127.0.0.2/mcp", "must not carry credentials"),  # urlsplit sees a user
+    ("mcpServers", "http://127.1/mcp", "non-canonical IPv4"),
+])
+def test_submit_refuses_ambiguous_outbound_urls(client, api_key, field, url, reason):
+    from tests.conftest import submit
+
+    value = [{"url": url, "authentication": {"type": "none"}}] if field == "mcpServers" else url
+    response = submit(client, api_key, {"prompt": "answer hi", "executionMode": "cloud", field: value})
+    assert response.status_code == 400, response.get_json()
+    assert response.get_json()["error"] == "Invalid Request" and reason in response.get_json()["message"]
+
+
+def test_submit_checks_addresses_with_the_egress_settings(app, client, api_key, monkeypatch):
+    from tests.conftest import submit
+
+    monkeypatch.setitem(app.config, "ALLOW_PRIVATE_URLS", False)
+    monkeypatch.setitem(app.config, "EGRESS_TREAT_AS_PUBLIC", ("127.0.0.2",))
+    ok = submit(client, api_key, {"prompt": "answer hi", "executionMode": "cloud",
+                                  "callbackUrl": "https://127.0.0.2:8443/hook"})
+    assert ok.status_code == 202, ok.get_json()
+    refused = submit(client, api_key, {"prompt": "answer hi", "executionMode": "cloud",
+                                       "callbackUrl": "https://localhost:8443/hook"})
+    assert refused.status_code == 400 and "non-public address" in refused.get_json()["message"]
