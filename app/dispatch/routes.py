@@ -1,9 +1,9 @@
 """Routes of /fast/v2/remote-dispatch."""
 from flask import g, jsonify
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from ..auth import require_api_key
+from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
 from . import service
 from .schemas import (

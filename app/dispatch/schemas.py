@@ -288,6 +288,9 @@ class SubmitHeadersSchema(LenientSchema):
                                        "the original requestId instead of starting a second task.")})
 
 
+_TASK_ID = re.compile(r"[A-Za-z0-9_.-]{1,36}")  # app.dispatch.service.TASK_ID
+
+
 class Cursor(fields.Field):
     """Opaque to callers: the (createdAt, requestId) of the last task of the previous page."""
 
@@ -299,10 +302,14 @@ class Cursor(fields.Field):
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     def _deserialize(self, value, attr, data, **kwargs):
+        if value == "":
+            return None  # the first page, as with no cursor at all
         try:
             raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
             created_at, task_id = json.loads(raw)
-            return datetime.fromisoformat(created_at), str(task_id)
+            if not _TASK_ID.fullmatch(task_id):  # NUL, surrogates: text Postgres would refuse
+                raise ValueError(task_id)
+            return datetime.fromisoformat(created_at), task_id
         except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
             raise ValidationError("not a cursor returned by this API (use nextCursor).") from None
 

@@ -3,6 +3,7 @@ transaction and enqueue after commit."""
 import hashlib
 import json
 import logging
+import re
 import time
 from datetime import datetime, timezone
 
@@ -204,9 +205,18 @@ def _owns_task(api_key_id, task_id):
     ).first() is not None
 
 
+# Every id this service makes (a UUID) matches; anything else (NUL, other text Postgres refuses)
+# is unknown without asking the database.
+TASK_ID = re.compile(r"[A-Za-z0-9_.-]{1,36}")
+
+
+def is_task_id(value):
+    return isinstance(value, str) and TASK_ID.fullmatch(value) is not None
+
+
 def get_task(api_key_id, task_id, fresh=False):
     """The caller's task, or 404 (unknown and foreign ids look the same)."""
-    task = db.session.get(Task, task_id, populate_existing=fresh) if len(task_id) <= 36 else None
+    task = db.session.get(Task, task_id, populate_existing=fresh) if is_task_id(task_id) else None
     if task is None or task.api_key_id != api_key_id:
         raise ApiError(404, "Request Not Found", f"No request '{task_id}' for this API key.")
     return task

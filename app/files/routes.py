@@ -1,11 +1,10 @@
 """Routes of /fast/v2/files and the SDK's presigned upload."""
 from flask import g, request, url_for
 from flask.views import MethodView
-from flask_smorest import Blueprint
-from webargs.flaskparser import FlaskParser
 from werkzeug.datastructures import CombinedMultiDict
 
 from ..auth import require_api_key
+from ..parsing import Blueprint, StrictParser
 from ..ratelimits import requests_limit
 from . import service
 from .schemas import (
@@ -14,7 +13,7 @@ from .schemas import (
 
 
 
-class MultipartParser(FlaskParser):
+class MultipartParser(StrictParser):
     """`files` means the whole multipart body: its form fields and its files (one documented schema)."""
 
     def load_files(self, req, schema):

@@ -1,9 +1,9 @@
 """Routes of /fast/v2/remote-dispatch/responses/{requestId}/webhooks."""
 from flask import g
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from ..auth import require_api_key
+from ..parsing import Blueprint
 from . import service
 from .schemas import DeliveryLogSchema, DeliverySchema, RedeliverSchema
 
