@@ -181,3 +181,101 @@ def test_a_malformed_request_line_from_gunicorn_is_json_too(web):
     assert b"Content-Type: application/json" in head
     parsed = json.loads(body)
     assert set(parsed) == {"error", "message"} and parsed["error"] == "Bad Request"
+
+
+# Property-based: arbitrary JSON values, strings and path segments on every route.
+
+from urllib.parse import quote  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=40)  # surrogates and NUL included
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | ANY_TEXT,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(ANY_TEXT, children, max_size=4),
+    max_leaves=12)
+SUBMIT_FIELDS = ["browserWindowId", "clearChat", "previousRequestId", "generateGif", "saveScreenshots",
+                 "responseFormat", "attachments", "attachment", "timeZone", "mcpServers", "secretVariables",
+                 "inputVariables", "chatHistory", "additionalContext", "reasoningMode", "callbackUrl",
+                 "callbackSecret", "callbackHeaders", "wait", "cloudBrowserSessionName", "sessionId"]
+NEAR_SUBMITS = st.fixed_dictionaries(
+    {"prompt": ANY_TEXT | JSON_VALUES,
+     "executionMode": st.sampled_from(["cloud", "cloud_browser", "client"]) | JSON_VALUES},
+    optional={name: JSON_VALUES for name in SUBMIT_FIELDS})
+BODIES = JSON_VALUES | NEAR_SUBMITS | st.fixed_dictionaries(
+    {}, optional={"answer": ANY_TEXT | JSON_VALUES, "inputId": JSON_VALUES, "webhookId": JSON_VALUES,
+                  "filename": ANY_TEXT | JSON_VALUES})
+SEGMENTS = ANY_TEXT.map(lambda s: quote(s.encode("utf-8", "surrogatepass"), safe=""))
+FUZZ = settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "120")), deadline=None,
+                suppress_health_check=list(HealthCheck))
+
+
+def encoded(value):
+    """JSON text as a careless client writes it: NaN and Infinity as Python prints them, surrogates escaped."""
+    return json.dumps(value, allow_nan=True)
+
+
+def assert_clean(response):
+    text = response.get_data(as_text=True)
+    assert response.status_code < 500, (response.status_code, text[:300])
+    if response.status_code >= 400:
+        body = json.loads(text)
+        extra = {"requestId"} if response.status_code == 408 else set()  # wait timeout names the task
+        assert set(body) - extra == {"error", "message"}, body
+        assert isinstance(body["error"], str) and isinstance(body["message"], str), body
+
+
+@pytest.fixture
+def fuzz_key(app, monkeypatch):
+    monkeypatch.setitem(app.config, "WAIT_TIMEOUT_SECONDS", 0.05)  # fuzzed `wait: true` must not block
+    return make_key("fuzz", "dev")
+
+
+@given(body=BODIES)
+@FUZZ
+def test_any_json_body_to_submit_gets_no_5xx(client, fuzz_key, body):
+    assert_clean(post_raw(client, fuzz_key, encoded(body)))
+
+
+@given(path=st.sampled_from(["/fast/v2/remote-dispatch/responses/{}/input",
+                             "/fast/v2/remote-dispatch/responses/{}/webhooks/redeliver",
+                             "/fast/v2/remote-dispatch/generate-file-upload-presigned-post",
+                             "/fast/v2/remote-dispatch"]),
+       segment=SEGMENTS, body=BODIES, content_type=st.sampled_from(["application/json", "text/plain"]))
+@FUZZ
+def test_any_body_to_any_json_route_gets_no_5xx(client, fuzz_key, path, segment, body, content_type):
+    assert_clean(post_raw(client, fuzz_key, encoded(body), content_type=content_type, path=path.format(segment)))
+
+
+@given(route=st.sampled_from(TASK_ROUTES), segment=SEGMENTS)
+@FUZZ
+def test_any_path_segment_on_task_routes_gets_no_5xx(client, fuzz_key, route, segment):
+    method, path = route
+    assert_clean(getattr(client, method)(path.format(segment), headers={"x-api-key": fuzz_key}))
+
+
+@given(query=st.dictionaries(st.sampled_from(["status", "limit", "cursor", "other"]), ANY_TEXT, max_size=4))
+@FUZZ
+def test_any_list_query_gets_no_5xx(client, fuzz_key, query):
+    query_string = "&".join(f"{quote(k)}={quote(v.encode('utf-8', 'surrogatepass'), safe='')}"
+                            for k, v in query.items())
+    assert_clean(client.get("/fast/v2/remote-dispatch/responses?" + query_string,
+                            headers={"x-api-key": fuzz_key}))
+
+
+UPLOAD_TEXT = st.text(max_size=40)  # multipart cannot carry surrogates
+
+
+@given(path=st.sampled_from(["/fast/v2/files", "/fast/v2/files/presigned-upload"]),
+       form=st.dictionaries(st.sampled_from(["key", "policy", "signature", "x-amz-signature", "other"]),
+                            UPLOAD_TEXT, max_size=4),
+       filename=UPLOAD_TEXT, content=st.binary(max_size=200), with_file=st.booleans())
+@FUZZ
+def test_any_upload_gets_no_5xx(client, fuzz_key, path, form, filename, content, with_file):
+    import io
+
+    data = dict(form)
+    if with_file:
+        data["file"] = (io.BytesIO(content), filename)
+    assert_clean(client.post(path, data=data, content_type="multipart/form-data",
+                             headers={"x-api-key": fuzz_key}))
