@@ -93,6 +93,11 @@ def load():
         # Outbound URLs: callbacks, MCP servers, page fetches.
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
+        # What one task may store and one list page may carry (bounded memory per request).
+        "MAX_PROMPT_CHARS": _env("MAX_PROMPT_CHARS", 100_000, int),
+        "MAX_OUTPUT_CHARS": _env("MAX_OUTPUT_CHARS", 100_000, int),
+        "MAX_TRACE_ENTRY_CHARS": _env("MAX_TRACE_ENTRY_CHARS", 2_000, int),
+        "LIST_PAGE_MAX_BYTES": _env("LIST_PAGE_MAX_BYTES", 1_000_000, int),
         # Attachments: upload size limit, how long files are kept, how long a presigned post is valid.
         "MAX_UPLOAD_BYTES": _env("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, int),
         "FILE_TTL_SECONDS": _env("FILE_TTL_SECONDS", 7 * 24 * 3600, int),

@@ -141,7 +141,8 @@ class McpServerSchema(LenientSchema):
 
 
 class SubmitSchema(LenientSchema):
-    prompt = fields.String(required=True, validate=validate.Length(min=1, error="prompt must not be empty."))
+    prompt = fields.String(required=True, validate=validate.Length(min=1, error="prompt must not be empty."),
+                           metadata={"description": "The task; at most MAX_PROMPT_CHARS characters (default 100000)."})
     browserWindowId = fields.String(allow_none=True)
     executionMode = fields.String(load_default="client", validate=validate.OneOf(EXECUTION_MODES))
     clearChat = fields.Boolean(load_default=True)
@@ -182,6 +183,10 @@ class SubmitSchema(LenientSchema):
         if data.get("timeZone") is None:
             data.pop("timeZone", None)
         return data
+
+    @validates("prompt")
+    def _prompt_within_limit(self, value, **_):
+        _within_prompt_limit(value, "prompt")
 
     @validates("timeZone")
     def _is_iana_zone(self, value, **_):
@@ -229,7 +234,19 @@ class SubmitSchema(LenientSchema):
 class InputAnswerSchema(LenientSchema):
     inputId = fields.String(allow_none=True, metadata={
         "description": "The question's hitlInputMetadata.inputId; when given it must match."})
-    answer = fields.String(required=True, metadata={"description": "The user's answer."})
+    answer = fields.String(required=True, metadata={
+        "description": "The user's answer (at most MAX_PROMPT_CHARS characters)."})
+
+    @validates("answer")
+    def _answer_within_limit(self, value, **_):
+        _within_prompt_limit(value, "answer")
+
+
+def _within_prompt_limit(value, name):
+    """MAX_PROMPT_CHARS bounds what one task stores and echoes back (prompt, output, trace)."""
+    limit = current_app.config["MAX_PROMPT_CHARS"]
+    if len(value) > limit:
+        raise ValidationError(f"{name} is {len(value)} characters long; the limit is {limit} (MAX_PROMPT_CHARS).")
 
 
 class AcceptedSchema(ma.Schema):
