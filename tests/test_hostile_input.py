@@ -86,15 +86,23 @@ def test_hostile_request_ids_are_404_on_every_task_route(client, api_key, method
     assert error_of(response, 404)["error"] == "Request Not Found"
 
 
-@pytest.mark.parametrize("task_id", ["a\x00b", "\ud800", "x" * 400, 7, None])
-def test_a_forged_cursor_is_400(client, api_key, task_id):
-    import base64
-
-    raw = json.dumps(["2026-01-01T00:00:00+00:00", task_id]).encode()
-    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+@pytest.mark.parametrize("cursor", ["1.a\x00b", "1.%ff", "x" * 400, "abc", "12.not-a-uuid",
+                                    "12345678901234567.00000000-0000-0000-0000-000000000000",
+                                    "WyIyMDI2LTAxLTAxVDAwOjAwOjAwKzAwOjAwIiwgImFceDAwYiJd"])
+def test_a_forged_cursor_is_400(client, api_key, cursor):
     response = client.get("/fast/v2/remote-dispatch/responses", query_string={"cursor": cursor},
                           headers={"x-api-key": api_key})
     assert "not a cursor" in error_of(response, 400)["message"]
+
+
+def test_any_cursor_of_the_documented_form_is_a_position(client, api_key):
+    ids = [submit(client, api_key, {"prompt": f"answer {n}", **CLOUD}).get_json()["requestId"] for n in range(2)]
+    everything = "9999999999999999.ffffffff-ffff-ffff-ffff-ffffffffffff"
+    nothing = "0.00000000-0000-0000-0000-000000000000"
+    for cursor, expected in [(everything, ids[::-1]), (nothing, [])]:
+        response = client.get("/fast/v2/remote-dispatch/responses", query_string={"cursor": cursor},
+                              headers={"x-api-key": api_key})
+        assert [task["requestId"] for task in response.get_json()["responses"]] == expected
 
 
 def test_an_empty_cursor_is_the_first_page(client, api_key):

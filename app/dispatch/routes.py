@@ -16,6 +16,8 @@ blp = Blueprint("remote-dispatch", __name__, url_prefix="/fast/v2",
 blp.before_request(require_api_key)
 
 RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
+TOO_LARGE = "Request body larger than MAX_BODY_BYTES"
+NOT_JSON = "A body without Content-Type: application/json"
 
 
 @blp.route("/remote-dispatch")
@@ -29,7 +31,8 @@ class Submit(MethodView):
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Browser window not found")
     @blp.alt_response(408, schema=WaitTimeoutSchema, description="With wait: the task did not finish in time")
-    @blp.alt_response(413, schema="Error", description="Request body too large")
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     @blp.alt_response(422, schema="Error",
                       description="Disallowed callbackHeaders, or Idempotency-Key reused with another body")
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
@@ -83,6 +86,8 @@ class Input(MethodView):
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request, or another key's")
     @blp.alt_response(409, schema="Error", description="The request is not waiting for input")
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def post(self, data, request_id):
         """Answer a task's question

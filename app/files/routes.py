@@ -4,6 +4,7 @@ from flask.views import MethodView
 from werkzeug.datastructures import CombinedMultiDict
 
 from ..auth import require_api_key
+from ..dispatch.routes import NOT_JSON, TOO_LARGE
 from ..parsing import Blueprint, StrictParser
 from ..ratelimits import requests_limit
 from . import service
@@ -65,6 +66,8 @@ class Presign(MethodView):
     @blp.response(200, PresignedPostSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     def post(self, data):
         """Get a presigned upload
 

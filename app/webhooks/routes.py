@@ -3,6 +3,7 @@ from flask import g
 from flask.views import MethodView
 
 from ..auth import require_api_key
+from ..dispatch.routes import NOT_JSON, TOO_LARGE
 from ..parsing import Blueprint
 from . import service
 from .schemas import DeliveryLogSchema, DeliverySchema, RedeliverSchema
@@ -26,9 +27,12 @@ class DeliveryLog(MethodView):
 class Redeliver(MethodView):
     @blp.arguments(RedeliverSchema, required=False)
     @blp.response(202, DeliverySchema)
+    @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request or webhook, or another key's")
     @blp.alt_response(409, schema="Error", description="An attempt is in flight")
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     def post(self, data, request_id):
         """Send a webhook again
 
