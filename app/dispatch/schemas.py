@@ -18,7 +18,8 @@ CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re
 # URL patterns the document states and validation applies (re.fullmatch), so the two agree: a host
 # name or IPv4 address (no userinfo, no IPv6 literal), an optional port in range, then anything.
 _PORT = r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
-_HOST_PORT_REST = r"[A-Za-z0-9.-]+" + _PORT + r"([/?#]\S*)?$"
+# (Explicit classes, not \S: Python and JSON Schema (ECMA) regexes disagree on what is whitespace.)
+_HOST_PORT_REST = r"[A-Za-z0-9.-]+" + _PORT + r"([/?#][^\u0000-\u0020\u007f]*)?$"
 HTTPS_URL = r"^https://" + _HOST_PORT_REST
 HTTP_URL = r"^https?://" + _HOST_PORT_REST
 ONE_LINE = r"^[^\r\n]*$"
