@@ -23,7 +23,7 @@ _HOST_PORT_REST = r"[A-Za-z0-9.-]+" + _PORT + r"([/?#][^\u0000-\u0020\u007f]*)?$
 HTTPS_URL = r"^https://" + _HOST_PORT_REST
 HTTP_URL = r"^https?://" + _HOST_PORT_REST
 ONE_LINE = r"^[^\r\n]*$"
-ZONES = frozenset(zone for zone in available_timezones() if zone != "localtime")
+ZONES = frozenset(available_timezones())
 
 
 class LenientSchema(ma.Schema):
@@ -189,7 +189,8 @@ class SubmitSchema(LenientSchema):
     attachments = fields.List(fields.Nested(AttachmentSchema), allow_none=True, metadata={
         "description": "Files uploaded with this API key (400 if a key is not one)."})
     timeZone = fields.String(load_default="America/Los_Angeles", allow_none=True,
-                             metadata={"enum": sorted(ZONES), "description": "An IANA time zone; null: the default."})
+                             metadata={"description": "An IANA time zone name of the server's tz database "
+                                                      "(400 if unknown); null: the default."})
     mcpServers = fields.List(fields.Nested(McpServerSchema), allow_none=True, validate=validate.Length(max=10),
                              metadata={"description": "Each with its own label (400 if two labels give the same "
                                                       "tool-name prefix)."})

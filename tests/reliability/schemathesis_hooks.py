@@ -5,10 +5,11 @@ from schemathesis.core.failures import Failure
 SUBMIT = ("POST", "/fast/v2/remote-dispatch")
 # A schema-valid submit may still be refused for what the document describes in words, because JSON
 # Schema cannot say it: state (another key's or an unknown request, file, window), a jsonSchema that is
-# not a JSON Schema, two MCP servers whose labels give one tool prefix, a reused Idempotency-Key.
+# not a JSON Schema, two MCP servers whose labels give one tool prefix, a time zone the server's tz
+# database does not know, a reused Idempotency-Key.
 DESCRIBED_REFUSALS = (
     "previousRequestId '", "attachment key '", "responseFormat: jsonSchema: not a valid JSON Schema",
-    "mcpServers: each MCP server needs its own label",
+    "mcpServers: each MCP server needs its own label", "timeZone: '",
 )
 ACCEPTED = (401, 404, 408, 409, 422, 429)  # window not found, wait timeout, callbackHeaders and key reuse
 
