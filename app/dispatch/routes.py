@@ -20,6 +20,21 @@ TOO_LARGE = "Request body larger than MAX_BODY_BYTES"
 NOT_JSON = "A body without Content-Type: application/json"
 
 
+def _task_link(path, method, description):
+    return {"operationRef": "#/paths/" + path.replace("/", "~1") + "/" + method,
+            "parameters": {"request_id": "$response.body#/requestId"}, "description": description}
+
+
+# What a submit's requestId is for (OpenAPI links: clients and schemathesis' stateful tests follow them).
+_TASK = "/fast/v2/remote-dispatch/responses/{request_id}"
+TASK_LINKS = {
+    "GetTask": _task_link(_TASK, "get", "Poll the task"),
+    "CancelTask": _task_link(_TASK + "/cancel", "post", "Cancel the task"),
+    "AnswerTask": _task_link(_TASK + "/input", "post", "Answer the task's question"),
+    "TaskWebhooks": _task_link(_TASK + "/webhooks", "get", "The task's webhook deliveries"),
+}
+
+
 @blp.route("/remote-dispatch")
 class Submit(MethodView):
     @requests_limit
@@ -36,6 +51,9 @@ class Submit(MethodView):
     @blp.alt_response(422, schema="Error",
                       description="Disallowed callbackHeaders, or Idempotency-Key reused with another body")
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    # flask-smorest has no links argument, and a documented response replaces its generated one whole.
+    @blp.doc(responses={"202": {"description": "Accepted", "links": TASK_LINKS, "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Accepted"}}}}})
     def post(self, data, headers):
         """Submit a task
 
