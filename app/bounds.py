@@ -14,8 +14,8 @@ def bounded_trace(trace):
     if not trace:
         return trace
     limit = current_app.config["MAX_TRACE_ENTRY_CHARS"]
-    return [{name: truncate(value, limit) for name, value in entry.items()} if isinstance(entry, dict) else entry
-            for entry in trace]
+    return [{name: truncate(value, limit) for name, value in entry.items()}
+            if isinstance(entry, dict) else entry for entry in trace]
 
 
 def bounded_response(response):

@@ -66,8 +66,9 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
         condition.append(Task.lease_owner == owner)
     else:  # only a task nobody holds, or whose holder's lease ran out
         condition.append(or_(Task.lease_owner.is_(None), Task.lease_expires_at < now()))
-    # Outputs and traces are cut here, where every ending is written (MAX_OUTPUT_CHARS, MAX_TRACE_ENTRY_CHARS):
-    # what a task stores, and so what a poll, a list page or a webhook carries, stays bounded.
+    # Outputs and traces are cut here, where every ending is written (MAX_OUTPUT_CHARS,
+    # MAX_TRACE_ENTRY_CHARS): what a task stores, and so what a poll, a list page or a webhook
+    # carries, stays bounded.
     values = dict(status=status, response=bounded_response(response), usage=usage,
                   error=truncate(error, current_app.config["MAX_OUTPUT_CHARS"]),
                   lease_owner=None, lease_expires_at=None, **extra)

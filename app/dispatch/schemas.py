@@ -101,7 +101,8 @@ CUSTOM_HEADER_NAME = (r"^(?!(" + "|".join(_any_case(h) for h in sorted(RESERVED_
 
 class CustomHeaderSchema(LenientSchema):
     key = fields.String(required=True, metadata={"pattern": CUSTOM_HEADER_NAME})
-    value = fields.String(required=True, validate=validate.Length(max=8000), metadata={"pattern": ONE_LINE})
+    value = fields.String(required=True, validate=validate.Length(max=8000),
+                          metadata={"pattern": ONE_LINE})
 
     @validates("key")
     def _is_header_name(self, value, **_):
@@ -123,7 +124,8 @@ class McpAuthenticationSchema(LenientSchema):
                                 metadata={"pattern": ONE_LINE})
     # The document's form of _credentials_for_type.
     OPENAPI_EXTRAS = {"anyOf": [
-        {"title": "no credentials", "required": ["type"], "properties": {"type": {"type": "string", "enum": ["none"]}}},
+        {"title": "no credentials", "required": ["type"],
+         "properties": {"type": {"type": "string", "enum": ["none"]}}},
         {"title": "a bearer token", "required": ["type", "bearerToken"], "properties": {
             "type": {"type": "string", "enum": ["bearer-token"]},
             "bearerToken": {"type": "string", "minLength": 1, "maxLength": 8000, "pattern": ONE_LINE}}},
@@ -155,7 +157,8 @@ def mcp_namespace(label, index):
 
 
 class McpServerSchema(LenientSchema):
-    url = fields.String(required=True, validate=validate.Length(min=1, max=2000), metadata={"pattern": HTTP_URL})
+    url = fields.String(required=True, validate=validate.Length(min=1, max=2000),
+                        metadata={"pattern": HTTP_URL})
     label = fields.String(allow_none=True, validate=validate.Length(max=100))
     description = fields.String(allow_none=True, validate=validate.Length(max=2000))
     authentication = fields.Nested(McpAuthenticationSchema, allow_none=True)
@@ -183,7 +186,8 @@ class SubmitSchema(LenientSchema):
     executionMode = fields.String(load_default="client", validate=validate.OneOf(EXECUTION_MODES))
     clearChat = StrictBoolean(load_default=True)
     previousRequestId = fields.String(allow_none=True, metadata={
-        "description": "A request made with this API key (400 if not) whose conversation this one continues."})
+        "description": "A request made with this API key (400 if not) whose conversation this one "
+                       "continues."})
     generateGif = StrictBoolean(load_default=False)
     responseFormat = fields.Nested(ResponseFormatSchema, allow_none=True)
     attachments = fields.List(fields.Nested(AttachmentSchema), allow_none=True, metadata={
@@ -293,7 +297,8 @@ def _within_prompt_limit(value, name):
     """MAX_PROMPT_CHARS bounds what one task stores and echoes back (prompt, output, trace)."""
     limit = current_app.config["MAX_PROMPT_CHARS"]
     if len(value) > limit:
-        raise ValidationError(f"{name} is {len(value)} characters long; the limit is {limit} (MAX_PROMPT_CHARS).")
+        raise ValidationError(
+            f"{name} is {len(value)} characters long; the limit is {limit} (MAX_PROMPT_CHARS).")
 
 
 class AcceptedSchema(ma.Schema):
@@ -392,4 +397,5 @@ class TaskListSchema(ma.Schema):
     responses = fields.List(fields.Nested(TaskResultSchema), required=True,
                             metadata={"description": "The key's tasks, newest first"})
     nextCursor = Cursor(allow_none=True, metadata={
-        "type": "string", "pattern": CURSOR_PATTERN, "description": "Pass as cursor for the next page; null on the last page"})
+        "type": "string", "pattern": CURSOR_PATTERN,
+        "description": "Pass as cursor for the next page; null on the last page"})
