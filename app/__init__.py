@@ -27,7 +27,7 @@ def create_app(overrides=None):
         OPENAPI_SWAGGER_UI_PATH="/docs",
         OPENAPI_SWAGGER_UI_URL=SWAGGER_UI_ASSETS + "/",  # served locally (app.api.swagger_ui_assets)
         SQLALCHEMY_ENGINE_OPTIONS=_engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),
-        API_SPEC_OPTIONS={"security": [{"ApiKey": []}]},
+        API_SPEC_OPTIONS={"security": [{"ApiKey": []}], "info": {"description": API_DESCRIPTION}},
     )
     app.config.update(overrides or {})
     app.json.sort_keys = False
@@ -51,6 +51,12 @@ def create_app(overrides=None):
     errors.register(app)
     cli.register(app)
     return app
+
+
+API_DESCRIPTION = (
+    "Every error is `{error, message}`. Request bodies are JSON objects sent with "
+    "`Content-Type: application/json` (415 otherwise); text in them must not contain NUL (U+0000) "
+    "or lone surrogates, numbers must be finite, and nesting is limited to 64 levels (400 otherwise).")
 
 
 def _engine_options(url):

@@ -1,11 +1,27 @@
 """The flask-smorest `Api`, with the API-key security scheme and our error body documented."""
 import marshmallow as ma
+from apispec import BasePlugin
+from apispec.ext.marshmallow.common import resolve_schema_cls
 from flask_smorest import Api as _Api
 
 
 class ErrorSchema(ma.Schema):
     error = ma.fields.String(required=True, metadata={"description": "Short name of the error"})
     message = ma.fields.String(required=True, metadata={"description": "What went wrong, for a person"})
+
+
+class SchemaExtras(BasePlugin):
+    """Adds a marshmallow schema's `OPENAPI_EXTRAS` (object-level JSON Schema such as `anyOf`, which
+    field metadata cannot express) to its component, so the document says what validation does."""
+
+    def schema_helper(self, name, definition, schema=None, **kwargs):
+        # apispec writes a nullable nested schema (OpenAPI 3.0) as anyOf [{type: object, nullable},
+        # {$ref}], whose first branch admits any object: it stands for null only.
+        for prop in (definition.get("properties") or {}).values():
+            for branch in prop.get("anyOf", ()):
+                if branch == {"type": "object", "nullable": True}:
+                    branch["enum"] = [None]
+        return getattr(resolve_schema_cls(schema), "OPENAPI_EXTRAS", None) if schema is not None else None
 
 
 class Api(_Api):
@@ -15,7 +31,7 @@ class Api(_Api):
         """Error handlers live in `app.errors`; they answer `{error, message}`."""
 
     def init_app(self, app, *, spec_kwargs=None):
-        super().init_app(app, spec_kwargs=spec_kwargs)
+        super().init_app(app, spec_kwargs={"extra_plugins": [SchemaExtras()], **(spec_kwargs or {})})
         self.spec.components.security_scheme(
             "ApiKey", {"type": "apiKey", "in": "header", "name": "x-api-key"})
 

@@ -8,6 +8,7 @@ import logging
 from flask import current_app
 from sqlalchemy import and_, or_, select, text, update
 
+from .bounds import bounded_response, bounded_trace, truncate
 from .extensions import db
 from .models import Task, now, now_plus
 
@@ -44,7 +45,7 @@ def record_progress(task_id, owner, trace, usage):
     """Write the trace so far, so a poll of a pending task shows progress."""
     db.session.execute(
         update(Task).where(Task.id == task_id, Task.lease_owner == owner)
-        .values(trace=trace, usage=usage)
+        .values(trace=bounded_trace(trace), usage=usage)
     )
     db.session.commit()
 
@@ -65,10 +66,14 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
         condition.append(Task.lease_owner == owner)
     else:  # only a task nobody holds, or whose holder's lease ran out
         condition.append(or_(Task.lease_owner.is_(None), Task.lease_expires_at < now()))
-    values = dict(status=status, response=response, usage=usage, error=error,
+    # Outputs and traces are cut here, where every ending is written (MAX_OUTPUT_CHARS,
+    # MAX_TRACE_ENTRY_CHARS): what a task stores, and so what a poll, a list page or a webhook
+    # carries, stays bounded.
+    values = dict(status=status, response=bounded_response(response), usage=usage,
+                  error=truncate(error, current_app.config["MAX_OUTPUT_CHARS"]),
                   lease_owner=None, lease_expires_at=None, **extra)
     if trace is not None:
-        values["trace"] = trace
+        values["trace"] = bounded_trace(trace)
     if status in TERMINAL:
         values.update(completed_at=now(), secrets_sealed=None, hitl=None)
     won = db.session.execute(

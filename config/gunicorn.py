@@ -46,3 +46,28 @@ keepalive = 5
 accesslog = "-"
 # gunicorn's default format, led by the worker's pid (which process answered).
 access_log_format = '[%(p)s] %(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+
+# The longest request line (method, URL, version) gunicorn reads; longer ones get 414.
+limit_request_line = int(os.environ.get("WEB_MAX_REQUEST_LINE", "8190"))
+
+
+def _json_error(sock, status_int, reason, mesg):
+    """gunicorn answers requests it cannot parse (414 URL too long, 431 headers too large, 400
+    malformed) itself, with an HTML page; the API's callers get its `{error, message}` body instead."""
+    import json
+
+    from gunicorn.util import write_nonblock
+
+    if status_int == 414:
+        mesg = f"The URL is too long: the request line may be at most {limit_request_line} bytes."
+    body = json.dumps({"error": reason, "message": mesg or reason}).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
+    write_nonblock(sock, head + body)
+
+
+# gunicorn has no setting for the format of its own error responses: its workers call
+# gunicorn.util.write_error, which this config (loaded before the workers fork) replaces.
+import gunicorn.util  # noqa: E402
+
+gunicorn.util.write_error = _json_error

@@ -115,6 +115,11 @@ def load():
         # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public: a loopback server stands in for a public host.
         "EGRESS_TREAT_AS_PUBLIC": _env("EGRESS_TREAT_AS_PUBLIC", (), _comma_list),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
+        # What one task may store and one list page may carry (bounded memory per request).
+        "MAX_PROMPT_CHARS": _env("MAX_PROMPT_CHARS", 100_000, int),
+        "MAX_OUTPUT_CHARS": _env("MAX_OUTPUT_CHARS", 100_000, int),
+        "MAX_TRACE_ENTRY_CHARS": _env("MAX_TRACE_ENTRY_CHARS", 2_000, int),
+        "LIST_PAGE_MAX_BYTES": _env("LIST_PAGE_MAX_BYTES", 1_000_000, int),
         # Attachments: upload size limit, how long files are kept, how long a presigned post is valid.
         "MAX_UPLOAD_BYTES": _env("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, int),
         "FILE_TTL_SECONDS": _env("FILE_TTL_SECONDS", 7 * 24 * 3600, int),

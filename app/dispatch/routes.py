@@ -1,10 +1,10 @@
 """Routes of /fast/v2/remote-dispatch."""
 from flask import Response, g, jsonify
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from ..auth import require_api_key
 from ..errors import ApiError
+from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
 from . import service
 from .schemas import (
@@ -17,6 +17,23 @@ blp = Blueprint("remote-dispatch", __name__, url_prefix="/fast/v2",
 blp.before_request(require_api_key)
 
 RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
+TOO_LARGE = "Request body larger than MAX_BODY_BYTES"
+NOT_JSON = "A body without Content-Type: application/json"
+
+
+def _task_link(path, method, description):
+    return {"operationRef": "#/paths/" + path.replace("/", "~1") + "/" + method,
+            "parameters": {"request_id": "$response.body#/requestId"}, "description": description}
+
+
+# What a submit's requestId is for (OpenAPI links: clients and schemathesis' stateful tests follow them).
+_TASK = "/fast/v2/remote-dispatch/responses/{request_id}"
+TASK_LINKS = {
+    "GetTask": _task_link(_TASK, "get", "Poll the task"),
+    "CancelTask": _task_link(_TASK + "/cancel", "post", "Cancel the task"),
+    "AnswerTask": _task_link(_TASK + "/input", "post", "Answer the task's question"),
+    "TaskWebhooks": _task_link(_TASK + "/webhooks", "get", "The task's webhook deliveries"),
+}
 
 
 @blp.route("/remote-dispatch")
@@ -30,10 +47,14 @@ class Submit(MethodView):
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Browser window not found")
     @blp.alt_response(408, schema=WaitTimeoutSchema, description="With wait: the task did not finish in time")
-    @blp.alt_response(413, schema="Error", description="Request body too large")
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     @blp.alt_response(422, schema="Error",
                       description="Disallowed callbackHeaders, or Idempotency-Key reused with another body")
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    # flask-smorest has no links argument, and a documented response replaces its generated one whole.
+    @blp.doc(responses={"202": {"description": "Accepted", "links": TASK_LINKS, "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Accepted"}}}}})
     def post(self, data, headers):
         """Submit a task
 
@@ -101,6 +122,8 @@ class Input(MethodView):
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request, or another key's")
     @blp.alt_response(409, schema="Error", description="The request is not waiting for input")
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def post(self, data, request_id):
         """Answer a task's question

@@ -1,11 +1,7 @@
 """Request and response schemas of the remote-dispatch endpoints."""
-import base64
-import binascii
-import json
 import re
-from datetime import datetime
-from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from datetime import datetime, timedelta, timezone
+from zoneinfo import available_timezones
 
 import jsonschema
 import marshmallow as ma
@@ -22,6 +18,16 @@ STATUSES = ("pending", "success", "error", "input-required")
 HEADER_VALUE = re.compile(r"(?:[\x21-\x7e\x80-\xff][\x20\x21-\x7e\x80-\xff\t]*)?")
 CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re.IGNORECASE)
 
+# URL patterns the document states and validation applies (re.fullmatch), so the two agree: a host
+# name or IPv4 address (no userinfo, no IPv6 literal), an optional port in range, then anything.
+_PORT = r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
+# (Explicit classes, not \S: Python and JSON Schema (ECMA) regexes disagree on what is whitespace.)
+_HOST_PORT_REST = r"[A-Za-z0-9.-]+" + _PORT + r"([/?#][^\u0000-\u0020\u007f]*)?$"
+HTTPS_URL = r"^https://" + _HOST_PORT_REST
+HTTP_URL = r"^https?://" + _HOST_PORT_REST
+ONE_LINE = r"^[^\r\n]*$"
+ZONES = frozenset(available_timezones())
+
 
 class LenientSchema(ma.Schema):
     """Unknown fields are ignored, as the contract promises; NUL characters are refused."""
@@ -31,10 +37,12 @@ class LenientSchema(ma.Schema):
 
     @pre_load
     def _no_nul_characters(self, data, **_):
-        """Postgres text cannot hold U+0000: refuse it here (400) rather than fail at the insert."""
+        """Postgres text cannot hold U+0000: refuse it here (400) rather than fail at the insert.
+        Only the schema's own fields: unknown ones are ignored, whatever they hold."""
         if isinstance(data, dict):
+            known = {field.data_key or name for name, field in self.load_fields.items()}
             for name, value in data.items():
-                if _has_nul(name) or _has_nul(value):
+                if name in known and _has_nul(value):
                     if name == "callbackHeaders" and isinstance(value, dict) and not _has_nul(list(value)):
                         # a header value: a 400 naming the header, like its other unsendable values
                         name += "." + next(k for k, v in value.items() if _has_nul(v))
@@ -56,10 +64,17 @@ class AttachmentSchema(LenientSchema):
     key = fields.String(required=True, validate=validate.Length(min=1))
 
 
+class StrictBoolean(fields.Boolean):
+    """JSON true or false only (marshmallow would also take "yes", 1, "on", ...), as documented."""
+
+    truthy = {True}
+    falsy = {False}
+
+
 class ResponseFormatSchema(LenientSchema):
     type = fields.String(required=True, validate=validate.OneOf(
         ["jsonSchema"], error="type must be 'jsonSchema'."))
-    jsonSchema = fields.Dict(required=True)
+    jsonSchema = fields.Dict(required=True, metadata={"description": "A valid JSON Schema (400 if not)."})
 
     @validates("jsonSchema")
     def _is_json_schema(self, value, **_):
@@ -81,9 +96,19 @@ RESERVED_HEADERS = {"host", "content-length", "content-type", "transfer-encoding
                     "mcp-session-id", "mcp-protocol-version", "last-event-id"}
 
 
+def _any_case(word):
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
+
+
+# HEADER_NAME, and none of RESERVED_HEADERS in any letter case (the document's form of _is_header_name).
+CUSTOM_HEADER_NAME = (r"^(?!(" + "|".join(_any_case(h) for h in sorted(RESERVED_HEADERS)) + r")$)"
+                      r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+
+
 class CustomHeaderSchema(LenientSchema):
-    key = fields.String(required=True)
-    value = fields.String(required=True, validate=validate.Length(max=8000))
+    key = fields.String(required=True, metadata={"pattern": CUSTOM_HEADER_NAME})
+    value = fields.String(required=True, validate=validate.Length(max=8000),
+                          metadata={"pattern": ONE_LINE})
 
     @validates("key")
     def _is_header_name(self, value, **_):
@@ -101,7 +126,19 @@ class CustomHeaderSchema(LenientSchema):
 class McpAuthenticationSchema(LenientSchema):
     type = fields.String(required=True, validate=validate.OneOf(
         MCP_AUTH_TYPES, error="type must be one of none, bearer-token, custom-headers."))
-    bearerToken = fields.String(allow_none=True, validate=validate.Length(min=1, max=8000))
+    bearerToken = fields.String(allow_none=True, validate=validate.Length(min=1, max=8000),
+                                metadata={"pattern": ONE_LINE})
+    # The document's form of _credentials_for_type.
+    OPENAPI_EXTRAS = {"anyOf": [
+        {"title": "no credentials", "required": ["type"],
+         "properties": {"type": {"type": "string", "enum": ["none"]}}},
+        {"title": "a bearer token", "required": ["type", "bearerToken"], "properties": {
+            "type": {"type": "string", "enum": ["bearer-token"]},
+            "bearerToken": {"type": "string", "minLength": 1, "maxLength": 8000, "pattern": ONE_LINE}}},
+        {"title": "custom headers", "required": ["type", "customHeaders"], "properties": {
+            "type": {"type": "string", "enum": ["custom-headers"]},
+            "customHeaders": {"type": "array", "minItems": 1, "maxItems": 20}}},
+    ]}
     customHeaders = fields.List(fields.Nested(CustomHeaderSchema), allow_none=True,
                                 validate=validate.Length(max=20))
 
@@ -125,16 +162,16 @@ def mcp_namespace(label, index):
     return cleaned or f"mcp{index + 1}"
 
 
-def _url_parts(value):
-    try:
-        return urlsplit(value)
-    except ValueError:  # e.g. "https://[::1"
-        return None
-
-
-def _check_outbound(url, schemes):
-    """app.egress's checks at submit time: forms parsers disagree on always; the addresses unless
-    private URLs are allowed (then names need not resolve yet)."""
+def _check_outbound(url, schemes, pattern, what):
+    """The documented `pattern`, then app.egress's checks at submit time: forms parsers disagree on
+    always; the addresses unless private URLs are allowed (then names need not resolve yet)."""
+    if not re.fullmatch(pattern, url):
+        if url.lower().startswith(tuple(f"{scheme}://" for scheme in schemes)):
+            try:
+                normalise(url, schemes)
+            except UnsafeUrl as exc:  # a URL of the right scheme: say why, when the egress parser knows
+                raise ValidationError(f"{what} ({exc}).") from None
+        raise ValidationError(f"{what}.")
     try:
         if current_app.config["ALLOW_PRIVATE_URLS"]:
             normalise(url, schemes)
@@ -145,7 +182,8 @@ def _check_outbound(url, schemes):
 
 
 class McpServerSchema(LenientSchema):
-    url = fields.String(required=True, validate=validate.Length(min=1, max=2000))
+    url = fields.String(required=True, validate=validate.Length(min=1, max=2000),
+                        metadata={"pattern": HTTP_URL})
     label = fields.String(allow_none=True, validate=validate.Length(max=100))
     description = fields.String(allow_none=True, validate=validate.Length(max=2000))
     authentication = fields.Nested(McpAuthenticationSchema, allow_none=True)
@@ -153,34 +191,41 @@ class McpServerSchema(LenientSchema):
 
     @validates("url")
     def _is_http_url(self, value, **_):
-        parts = _url_parts(value)
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValidationError("url must be an http:// or https:// URL of an MCP server.")
-        if parts.username or parts.password:
+        if re.fullmatch(r"https?://[^/?#]*@.*", value):
             raise ValidationError("url must not carry credentials; use authentication.")
-        _check_outbound(value, ("http", "https"))  # and again at each connection
+        _check_outbound(value, ("http", "https"), HTTP_URL,  # and again at each connection
+                        "url must be an http:// or https:// URL of an MCP server (a host name or IPv4 address)")
 
 
 class SubmitSchema(LenientSchema):
-    prompt = fields.String(required=True, validate=validate.Length(min=1, error="prompt must not be empty."))
+    prompt = fields.String(required=True, validate=validate.Length(min=1, error="prompt must not be empty."),
+                           metadata={"description": "The task; at most MAX_PROMPT_CHARS characters.",
+                                     "maxLength": 100_000})
     browserWindowId = fields.String(allow_none=True)
     executionMode = fields.String(load_default="client", validate=validate.OneOf(EXECUTION_MODES))
-    clearChat = fields.Boolean(load_default=True)
-    previousRequestId = fields.String(allow_none=True)
-    generateGif = fields.Boolean(load_default=False)
+    clearChat = StrictBoolean(load_default=True)
+    previousRequestId = fields.String(allow_none=True, metadata={
+        "description": "A request made with this API key (400 if not) whose conversation this one "
+                       "continues."})
+    generateGif = StrictBoolean(load_default=False)
     responseFormat = fields.Nested(ResponseFormatSchema, allow_none=True)
-    attachments = fields.List(fields.Nested(AttachmentSchema), allow_none=True)
-    timeZone = fields.String(load_default="America/Los_Angeles")
-    mcpServers = fields.List(fields.Nested(McpServerSchema), allow_none=True, validate=validate.Length(max=10))
+    attachments = fields.List(fields.Nested(AttachmentSchema), allow_none=True, metadata={
+        "description": "Files uploaded with this API key (400 if a key is not one)."})
+    timeZone = fields.String(load_default="America/Los_Angeles", allow_none=True,
+                             metadata={"description": "An IANA time zone name of the server's tz database "
+                                                      "(400 if unknown); null: the default."})
+    mcpServers = fields.List(fields.Nested(McpServerSchema), allow_none=True, validate=validate.Length(max=10),
+                             metadata={"description": "Each with its own label (400 if two labels give the same "
+                                                      "tool-name prefix)."})
     secretVariables = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
     inputVariables = fields.Dict(keys=fields.String(), allow_none=True)
     chatHistory = fields.List(fields.Nested(ChatMessageSchema), allow_none=True)
     additionalContext = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
     reasoningMode = fields.String(allow_none=True)
-    callbackUrl = fields.String(allow_none=True)
+    callbackUrl = fields.String(allow_none=True, metadata={"pattern": HTTPS_URL})
     callbackSecret = fields.String(allow_none=True)
     callbackHeaders = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
-    wait = fields.Boolean(load_default=False)
+    wait = StrictBoolean(load_default=False)
     cloudBrowserSessionName = fields.String(allow_none=True)
 
     @pre_load
@@ -204,21 +249,20 @@ class SubmitSchema(LenientSchema):
             data.pop("timeZone", None)
         return data
 
+    @validates("prompt")
+    def _prompt_within_limit(self, value, **_):
+        _within_prompt_limit(value, "prompt")
+
     @validates("timeZone")
     def _is_iana_zone(self, value, **_):
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValidationError(f"'{value}' is not an IANA time zone (e.g. Europe/Paris).") from None
+        if value not in ZONES:
+            raise ValidationError(f"'{value}' is not an IANA time zone (e.g. Europe/Paris).")
 
     @validates("callbackUrl")
     def _is_https_url(self, value, **_):
         if value is None:
             return
-        parts = _url_parts(value)
-        if parts is None or parts.scheme != "https" or not parts.hostname:
-            raise ValidationError("callbackUrl must be an https:// URL.")
-        _check_outbound(value, ("https",))  # and again at each delivery
+        _check_outbound(value, ("https",), HTTPS_URL, "callbackUrl must be an https:// URL")  # and at each delivery
 
     @validates("callbackHeaders")
     def _allowed_headers(self, value, **_):
@@ -246,6 +290,14 @@ class SubmitSchema(LenientSchema):
             raise ValidationError("each MCP server needs its own label (letters, digits, '_' and '-' "
                                   "count; they prefix the server's tool names).")
 
+    # The document's form of _client_needs_window (OpenAPI 3.0 has no if/then).
+    OPENAPI_EXTRAS = {"anyOf": [
+        {"title": "client mode: a browser window", "required": ["browserWindowId"],
+         "properties": {"browserWindowId": {"type": "string", "minLength": 1}}},
+        {"title": "cloud modes: no window needed", "required": ["executionMode"],
+         "properties": {"executionMode": {"type": "string", "enum": ["cloud", "cloud_browser"]}}},
+    ]}
+
     @validates_schema
     def _client_needs_window(self, data, **_):
         if data.get("executionMode", "client") == "client" and not data.get("browserWindowId"):
@@ -257,7 +309,20 @@ class SubmitSchema(LenientSchema):
 class InputAnswerSchema(LenientSchema):
     inputId = fields.String(allow_none=True, metadata={
         "description": "The question's hitlInputMetadata.inputId; when given it must match."})
-    answer = fields.String(required=True, metadata={"description": "The user's answer."})
+    answer = fields.String(required=True, metadata={
+        "description": "The user's answer (at most MAX_PROMPT_CHARS characters).", "maxLength": 100_000})
+
+    @validates("answer")
+    def _answer_within_limit(self, value, **_):
+        _within_prompt_limit(value, "answer")
+
+
+def _within_prompt_limit(value, name):
+    """MAX_PROMPT_CHARS bounds what one task stores and echoes back (prompt, output, trace)."""
+    limit = current_app.config["MAX_PROMPT_CHARS"]
+    if len(value) > limit:
+        raise ValidationError(
+            f"{name} is {len(value)} characters long; the limit is {limit} (MAX_PROMPT_CHARS).")
 
 
 class AcceptedSchema(ma.Schema):
@@ -324,33 +389,45 @@ class SubmitHeadersSchema(LenientSchema):
                                        "the original requestId instead of starting a second task.")})
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+CURSOR_PATTERN = r"^([0-9]{1,16}\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$"
+
+
 class Cursor(fields.Field):
-    """Opaque to callers: the (createdAt, requestId) of the last task of the previous page."""
+    """`<createdAt in microseconds since 1970>.<requestId>` of the last task of the previous page.
+
+    Every string of this form is a position in the list (the tasks created before it), so the
+    document's pattern says exactly which cursors are accepted; "" is the first page.
+    """
 
     def _serialize(self, value, attr, obj, **kwargs):
         if value is None:
             return None
         created_at, task_id = value
-        raw = json.dumps([created_at.isoformat(), task_id], separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if created_at.tzinfo is None:  # SQLite (embedded) gives naive UTC
+            created_at = created_at.replace(tzinfo=timezone.utc)
+        return f"{(created_at - _EPOCH) // _MICROSECOND}.{task_id}"
 
     def _deserialize(self, value, attr, data, **kwargs):
-        try:
-            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-            created_at, task_id = json.loads(raw)
-            return datetime.fromisoformat(created_at), str(task_id)
-        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-            raise ValidationError("not a cursor returned by this API (use nextCursor).") from None
+        if not isinstance(value, str) or not re.fullmatch(CURSOR_PATTERN, value):
+            raise ValidationError("not a cursor returned by this API (use nextCursor).")
+        if value == "":
+            return None  # the first page, as with no cursor at all
+        micros, task_id = value.split(".", 1)
+        return _EPOCH + int(micros) * _MICROSECOND, task_id
 
 
 class ListQuerySchema(LenientSchema):
     status = fields.String(validate=validate.OneOf(STATUSES))
     limit = fields.Integer(load_default=20, validate=validate.Range(min=1, max=100))
-    cursor = Cursor(metadata={"type": "string", "description": "nextCursor of the previous page"})
+    cursor = Cursor(metadata={"type": "string", "pattern": CURSOR_PATTERN,
+                              "description": "nextCursor of the previous page (empty: the first page)"})
 
 
 class TaskListSchema(ma.Schema):
     responses = fields.List(fields.Nested(TaskResultSchema), required=True,
                             metadata={"description": "The key's tasks, newest first"})
     nextCursor = Cursor(allow_none=True, metadata={
-        "type": "string", "description": "Pass as cursor for the next page; null on the last page"})
+        "type": "string", "pattern": CURSOR_PATTERN,
+        "description": "Pass as cursor for the next page; null on the last page"})

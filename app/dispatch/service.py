@@ -3,11 +3,15 @@ transaction and enqueue after commit."""
 import hashlib
 import json
 import logging
+import re
 import time
 from datetime import datetime, timezone
 
 from flask import current_app
-from sqlalchemy import String, and_, bindparam, delete, insert, or_, select, type_coerce, update
+from sqlalchemy import (
+    String, Text, and_, bindparam, cast, delete, func, insert, or_, select, type_coerce, update,
+)
+from sqlalchemy.orm import load_only
 from sqlalchemy.exc import IntegrityError
 
 from .. import agents, lifecycle
@@ -204,9 +208,18 @@ def _owns_task(api_key_id, task_id):
     ).first() is not None
 
 
+# Every id this service makes (a UUID) matches; anything else (NUL, other text Postgres refuses)
+# is unknown without asking the database.
+TASK_ID = re.compile(r"[A-Za-z0-9_.-]{1,36}")
+
+
+def is_task_id(value):
+    return isinstance(value, str) and TASK_ID.fullmatch(value) is not None
+
+
 def get_task(api_key_id, task_id, fresh=False):
     """The caller's task, or 404 (unknown and foreign ids look the same)."""
-    task = db.session.get(Task, task_id, populate_existing=fresh) if len(task_id) <= 36 else None
+    task = db.session.get(Task, task_id, populate_existing=fresh) if is_task_id(task_id) else None
     if task is None or task.api_key_id != api_key_id:
         raise ApiError(404, "Request Not Found", f"No request '{task_id}' for this API key.")
     return task
@@ -321,18 +334,39 @@ def _final_trace_entry(action, usage):
 
 
 def list_tasks(api_key_id, status=None, limit=20, cursor=None):
-    """The key's tasks, newest first, `limit` at a time; `cursor` continues after a page."""
-    page = task_page(api_key_id, status=status, limit=limit, cursor=cursor)
+    """The key's tasks, newest first, `limit` at a time; `cursor` continues after a page.
+
+    A page also ends before LIST_PAGE_MAX_BYTES of stored results (it holds at least one task),
+    so one request never loads more than that, however large the tasks.
+    """
+    page = task_page(api_key_id, status=status, limit=limit, cursor=cursor,
+                     max_bytes=current_app.config["LIST_PAGE_MAX_BYTES"], columns=_RESULT_COLUMNS)
     return {"responses": [result(task) for task in page["tasks"]], "nextCursor": page["nextCursor"]}
 
 
-def task_page(api_key_id, status=None, mode=None, search=None, window=None, limit=20, cursor=None):
+# What result() reads: a list page loads these columns only (not the prompt, options or conversation).
+_RESULT_COLUMNS = (Task.id, Task.status, Task.browser_window_id, Task.execution_mode, Task.response,
+                   Task.created_at, Task.completed_at, Task.usage, Task.hitl, Task.trace)
+
+
+def _stored_size(column):
+    return func.coalesce(func.length(cast(column, Text)), 0)
+
+
+# The text of what a result carries, measured by the database before any row is loaded.
+_RESULT_SIZE = (_stored_size(Task.response) + _stored_size(Task.trace) + _stored_size(Task.hitl)
+                + _stored_size(Task.usage)).label("size")
+
+
+def task_page(api_key_id, status=None, mode=None, search=None, window=None, limit=20, cursor=None,
+              max_bytes=None, columns=None):
     """One page of the key's Task rows, newest first: {"tasks", "nextCursor"}.
 
     `mode` filters by executionMode, `search` by prompt text (case-insensitive substring),
-    `window` by browserWindowId.
+    `window` by browserWindowId. `max_bytes` ends the page early (after at least one task) once
+    the stored results would exceed it; `columns` loads only those columns of each row.
     """
-    query = select(Task).where(Task.api_key_id == api_key_id)
+    query = select(Task.id, Task.created_at, _RESULT_SIZE).where(Task.api_key_id == api_key_id)
     if window:
         query = query.where(Task.browser_window_id == window)
     if status:
@@ -347,11 +381,30 @@ def task_page(api_key_id, status=None, mode=None, search=None, window=None, limi
         created_at = _as_stored(created_at)
         query = query.where(or_(Task.created_at < created_at,
                                 and_(Task.created_at == created_at, Task.id < last_id)))
-    tasks = db.session.execute(
-        query.order_by(Task.created_at.desc(), Task.id.desc()).limit(limit + 1)).scalars().all()
-    more = len(tasks) > limit
-    tasks = tasks[:limit]
-    return {"tasks": tasks, "nextCursor": (tasks[-1].created_at, tasks[-1].id) if more else None}
+    rows = db.session.execute(
+        query.order_by(Task.created_at.desc(), Task.id.desc()).limit(limit + 1)).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if max_bytes is not None:
+        used = 0
+        for index, row in enumerate(rows):
+            used += row.size
+            if index and used > max_bytes:
+                rows, more = rows[:index], True
+                break
+    tasks = _load_tasks([row.id for row in rows], columns)
+    return {"tasks": tasks, "nextCursor": (rows[-1].created_at, rows[-1].id) if more else None}
+
+
+def _load_tasks(ids, columns=None):
+    """The Task rows of `ids`, in that order."""
+    if not ids:
+        return []
+    query = select(Task).where(Task.id.in_(ids))
+    if columns:
+        query = query.options(load_only(*columns))
+    by_id = {task.id: task for task in db.session.execute(query).scalars()}
+    return [by_id[task_id] for task_id in ids if task_id in by_id]
 
 
 def resubmit(api_key_id, task_id):

@@ -1,11 +1,11 @@
 """Routes of /fast/v2/files and the SDK's presigned upload."""
 from flask import g, request, url_for
 from flask.views import MethodView
-from flask_smorest import Blueprint
-from webargs.flaskparser import FlaskParser
 from werkzeug.datastructures import CombinedMultiDict
 
 from ..auth import require_api_key
+from ..dispatch.routes import NOT_JSON, TOO_LARGE
+from ..parsing import Blueprint, StrictParser
 from ..ratelimits import requests_limit
 from . import service
 from .schemas import (
@@ -14,7 +14,7 @@ from .schemas import (
 
 
 
-class MultipartParser(FlaskParser):
+class MultipartParser(StrictParser):
     """`files` means the whole multipart body: its form fields and its files (one documented schema)."""
 
     def load_files(self, req, schema):
@@ -66,6 +66,8 @@ class Presign(MethodView):
     @blp.response(200, PresignedPostSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     def post(self, data):
         """Get a presigned upload
 

@@ -1,13 +1,23 @@
 """Request and response schemas of the file endpoints."""
 import marshmallow as ma
 from flask_smorest.fields import Upload
-from marshmallow import fields, validate
+from marshmallow import ValidationError, fields, validate
+from werkzeug.datastructures import FileStorage
 
 from ..dispatch.schemas import LenientSchema
 
 
+class FilePart(Upload):
+    """A multipart file part; a plain form field named `file` (no filename) is not a file."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, FileStorage):
+            raise ValidationError("must be a file part (multipart, with a filename).")
+        return value
+
+
 class UploadSchema(LenientSchema):
-    file = Upload(required=True, metadata={"description": "The file (multipart field `file`)"})
+    file = FilePart(required=True, metadata={"description": "The file (multipart field `file`)"})
 
 
 class PresignedUploadSchema(UploadSchema):

@@ -45,8 +45,9 @@ def store(api_key_id, storage, key=None, filename=None, max_bytes=None):
     if len(data) > limit:
         raise too_large()
     filename = _clean_name(filename or storage.filename or "upload")
-    content_type = (storage.mimetype if storage.mimetype and storage.mimetype != "application/octet-stream"
-                    else None) or mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    declared = storage.mimetype if storage.mimetype and storage.mimetype.isprintable() else None
+    content_type = (declared if declared != "application/octet-stream" else None) \
+        or mimetypes.guess_type(filename)[0] or "application/octet-stream"
     stored = StoredFile(key=key or new_file_key(), api_key_id=api_key_id, filename=filename,
                         content_type=content_type, size=len(data), data=data)
     db.session.add(stored)
@@ -65,6 +66,8 @@ def view(stored):
 
 
 def _clean_name(name):
+    # Control characters (NUL among them, which Postgres text cannot hold) have no place in a name.
+    name = "".join(c for c in name if c.isprintable())
     name = name.replace("\\", "/").rsplit("/", 1)[-1].strip() or "upload"
     return name[:500]
 

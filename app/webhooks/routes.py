@@ -1,10 +1,11 @@
 """Routes of /fast/v2/remote-dispatch/responses/{requestId}/webhooks."""
 from flask import g
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from ..auth import require_api_key
 from ..ratelimits import requests_limit
+from ..dispatch.routes import NOT_JSON, TOO_LARGE
+from ..parsing import Blueprint
 from . import service
 from .schemas import DeliveryLogSchema, DeliverySchema, RedeliverSchema
 
@@ -32,10 +33,13 @@ class Redeliver(MethodView):
     @requests_limit
     @blp.arguments(RedeliverSchema, required=False)
     @blp.response(202, DeliverySchema)
+    @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request or webhook, or another key's")
     @blp.alt_response(409, schema="Error", description="An attempt is in flight")
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    @blp.alt_response(413, schema="Error", description=TOO_LARGE)
+    @blp.alt_response(415, schema="Error", description=NOT_JSON)
     def post(self, data, request_id):
         """Send a webhook again
 

@@ -111,6 +111,9 @@ class SeleniumBrowser(Browser):
             prefs.update({"download.default_directory": download_dir, "download.directory_upgrade": True,
                           "savefile.default_directory": download_dir})
         options.add_experimental_option("prefs", prefs)
+        # chromedriver turns Chromium's own log on (--enable-logging): it would hold page console messages
+        # and, at start, Chromium deletes and recreates its log file, which must never be a shared path.
+        options.add_experimental_option("excludeSwitches", ["enable-logging"])
         try:
             if remote_url:
                 options.set_capability("se:name", self.label)
@@ -142,8 +145,9 @@ class SeleniumBrowser(Browser):
             json.dump({"worker_pid": os.getpid(), "label": self.label, "started": time.time()}, out)
         options.binary_location = chromium_path  # set: Selenium Manager is never asked for a browser
         options.add_argument(f"--user-data-dir={os.path.join(self.profile, 'profile')}")
-        # Chromium's own log (page console messages included) goes nowhere, not into the profile.
-        env = {**os.environ, "CHROME_LOG_FILE": os.devnull}
+        # Should anything turn Chromium's log on again, it stays inside the profile that close() removes
+        # (never os.devnull: Chromium replaces its log file at start, and as root /dev/null with it).
+        env = {**os.environ, "CHROME_LOG_FILE": os.path.join(self.profile, "chrome_debug.log")}
         if self.time_zone:
             env["TZ"] = self.time_zone  # the whole browser, every tab, workers included
         # The log path puts our profile directory in chromedriver's command line: the reaper's proof. Its

@@ -1,0 +1,65 @@
+"""schemathesis checks of our own, loaded by tests/reliability/test_fuzz.py (SCHEMATHESIS_HOOKS)."""
+import re
+
+import schemathesis
+from schemathesis.core.failures import Failure
+
+SUBMIT = ("POST", "/fast/v2/remote-dispatch")
+# A schema-valid submit may still be refused for what the document describes in words, because JSON
+# Schema cannot say it: state (another key's or an unknown request, file, window), a jsonSchema that is
+# not a JSON Schema, two MCP servers whose labels give one tool prefix, a time zone the server's tz
+# database does not know, callbackHeaders other than Authorization / x-… (422 alone, 400 with others),
+# a reused Idempotency-Key.
+DESCRIBED_STATE = ("previousRequestId '", "attachment key '")  # refused by the service, one at a time
+DESCRIBED_FIELD_ERRORS = {  # validation: "<field>: <problem>" parts, one per field
+    "responseFormat": "responseFormat: jsonSchema: not a valid JSON Schema",
+    "mcpServers": "mcpServers: each MCP server needs its own label",
+    "timeZone": "timeZone: '",
+    "callbackHeaders": "callbackHeaders: header(s) ",
+}
+SUBMIT_FIELDS = ("prompt", "browserWindowId", "executionMode", "clearChat", "previousRequestId", "generateGif",
+                 "responseFormat", "attachments", "timeZone", "mcpServers", "secretVariables", "inputVariables",
+                 "chatHistory", "additionalContext", "reasoningMode", "callbackUrl", "callbackSecret",
+                 "callbackHeaders", "wait", "cloudBrowserSessionName", "body")
+FIELD_PART = re.compile(r"(?:^| )(?=(?:" + "|".join(SUBMIT_FIELDS) + r"): )")
+
+
+def only_described_refusals(message):
+    if message.startswith(DESCRIBED_STATE):
+        return True
+    parts = [part for part in FIELD_PART.split(message) if part]
+    return bool(parts) and all(part.startswith(tuple(DESCRIBED_FIELD_ERRORS.values())) for part in parts)
+
+
+ACCEPTED = (401, 404, 408, 409, 422, 429)  # window not found, wait timeout, callbackHeaders and key reuse
+
+
+@schemathesis.check
+def error_bodies_are_error_and_message(ctx, response, case):
+    """Every error is `{error, message}` with string values (README, errors)."""
+    if response.status_code < 400:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not (isinstance(body, dict) and isinstance(body.get("error"), str) and isinstance(body.get("message"), str)):
+        raise Failure(operation=case.operation.label, title="Error body is not {error, message}",
+                      message=f"{response.status_code}: {response.text[:300]!r}")
+    return None
+
+
+@schemathesis.check
+def submit_accepts_what_its_document_allows(ctx, response, case):
+    """positive_data_acceptance for submit (disabled there in the config), with DESCRIBED_REFUSALS."""
+    if (case.operation.method.upper(), case.operation.path) != SUBMIT or case.meta is None:
+        return None
+    if not case.meta.generation.mode.is_positive or response.status_code < 400:
+        return None
+    if response.status_code in ACCEPTED:
+        return None
+    message = (response.json() or {}).get("message", "") if response.status_code == 400 else ""
+    if response.status_code == 400 and only_described_refusals(message):
+        return None
+    raise Failure(operation=case.operation.label, title="Schema-valid submit rejected",
+                  message=f"{response.status_code}: {response.text[:500]}")
