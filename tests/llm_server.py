@@ -14,6 +14,16 @@ def tool_call(name, **arguments):
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
+def tool_calls(*calls):
+    """A scripted reply: several tool calls at once; each is tool_call(...)'s single call or raw_call(...)."""
+    return {"tool_calls": [call["tool_calls"][0] for call in calls]}
+
+
+def raw_call(name, arguments):
+    """A scripted reply: one tool call whose arguments are exactly this text (valid JSON or not)."""
+    return {"tool_calls": [{"name": name, "raw": arguments}]}
+
+
 def text(content):
     """A scripted reply: the model answers in plain text (no tool call)."""
     return {"content": content}
@@ -203,7 +213,8 @@ class ScriptedModel:
                 if reply.get("tool_calls"):
                     message["tool_calls"] = [
                         {"id": f"call_{len(model.requests)}_{i}", "type": "function",
-                         "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
+                         "function": {"name": call["name"],
+                                      "arguments": call["raw"] if "raw" in call else json.dumps(call["arguments"])}}
                         for i, call in enumerate(reply["tool_calls"])]
                 self._send(200, {
                     "id": f"chatcmpl-{len(model.requests)}", "object": "chat.completion", "created": 0,
