@@ -65,11 +65,13 @@ def protocol_problem(body):
             if not isinstance(content, str):
                 return f"{where}.content: Input should be a valid string"
         elif role == "assistant":
-            if "content" in message and not isinstance(content, str):  # llama.cpp: null is refused
+            # llama.cpp's server refuses null ("Input should be a valid string"), and its chatml templates
+            # fail on a message without content ("'dict object' has no attribute 'content'", HTTP 500).
+            if "content" not in message:
+                return f"{where}: 'dict object' has no attribute 'content'"
+            if not isinstance(content, str):
                 return f"{where}.content: Input should be a valid string"
             calls = message.get("tool_calls")
-            if calls is None and not isinstance(content, str):
-                return f"{where}: an assistant message needs content or tool_calls"
             if calls is not None:
                 if not isinstance(calls, list) or not calls:
                     return f"{where}.tool_calls must be a non-empty array"

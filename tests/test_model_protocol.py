@@ -47,7 +47,7 @@ def test_several_calls_in_one_reply_run_in_order_and_answer_as_one_message(clien
     assert body["usage"]["actions"] == 2
     first, second = model.bodies()
     assistant, time_result, wait_result = second["messages"][-3:]
-    assert assistant["role"] == "assistant" and "content" not in assistant  # never "content": null
+    assert assistant["role"] == "assistant" and assistant["content"] == ""  # never null, never absent
     ids = [call["id"] for call in assistant["tool_calls"]]
     assert [call["function"]["name"] for call in assistant["tool_calls"]] == ["current_time", "wait"]
     assert (time_result["tool_call_id"], wait_result["tool_call_id"]) == tuple(ids)
@@ -80,6 +80,7 @@ def test_too_many_malformed_replies_end_the_task(client, api_key, model, model_w
     assert body["status"] == "error"
     assert body["response"]["text"].startswith("The language model made malformed tool calls 3 times in a row: "
                                                "The arguments of wait must be a JSON object")
+    assert body["usage"] == {"actions": 0, "credits": 0.3}  # the tokens of the three replies still count
 
 
 def test_an_empty_reply_is_nudged_and_text_is_the_answer(client, api_key, model, model_worker):
@@ -92,7 +93,7 @@ def test_an_empty_reply_is_nudged_and_text_is_the_answer(client, api_key, model,
     assert nudged[-2]["role"] != "user"  # joined to the prompt: turns still alternate
 
 
-def test_a_history_stored_with_null_content_is_sent_without_it(client, api_key, model, model_worker):
+def test_a_history_stored_with_null_content_is_sent_with_a_string(client, api_key, model, model_worker):
     model.script(tool_call("ask_user", question="Which city?"))
     request_id, body = run(client, api_key, {"prompt": "Book a table."}, statuses=("input-required", "error"))
     assert body["status"] == "input-required", body
@@ -106,7 +107,7 @@ def test_a_history_stored_with_null_content_is_sent_without_it(client, api_key, 
     body = wait_for_status(client, api_key, request_id)
     assert body["status"] == "success", body
     call, answer = model.bodies()[0]["messages"][-2:]
-    assert "content" not in call and answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
+    assert call["content"] == "" and answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
                                                 "content": "Lyon"}
 
 
@@ -162,11 +163,14 @@ def test_a_structured_task_with_a_hard_schema_is_accepted(client, api_key, model
 @pytest.mark.parametrize("messages, problem", [
     ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None}], "valid string"),
     ([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "x"}], "no pending call"),
-    ([{"role": "robot", "content": "hi"}], "unknown role"),
     ([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "x"}], "has no attribute 'content'"),
+    ([{"role": "robot", "content": "hi"}], "unknown role"),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
       {"role": "user", "content": "next"}], "no tool message answering them"),
-], ids=["null content", "unpaired result", "unknown role", "unanswered call"])
+], ids=["null content", "unpaired result", "absent content", "unknown role", "unanswered call"])
 def test_the_scripted_server_refuses_what_strict_servers_refuse(model, messages, problem):
     assert problem in protocol_problem({"model": "m", "messages": messages})
     reply = requests.post(model.base_url + "/chat/completions", json={"model": "m", "messages": messages}, timeout=5)

@@ -33,10 +33,8 @@ class Conversation:
         if reply is not None:
             reply["tool_calls"].append(call)
             return
-        message = {"role": "assistant", "tool_calls": [call]}
-        if action.note:  # absent rather than null: servers that validate strictly reject "content": null
-            message["content"] = action.note
-        self.messages.append(message)
+        # A string, even empty: llama.cpp's server refuses null and its chat templates fail when it is absent.
+        self.messages.append({"role": "assistant", "content": action.note or "", "tool_calls": [call]})
 
     def _reply(self, batch):
         """The assistant message of reply `batch` when only its tool results follow it, else None."""

@@ -194,14 +194,11 @@ NUDGE = "Reply with a tool call: use the tools, and call `answer` with the final
 
 
 def _wire(message):
-    """A stored message as every chat-completions server accepts it: no null `content`."""
-    message = dict(message)
-    if message.get("content") is None:
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            message.pop("content", None)
-        else:
-            message["content"] = ""
-    return message
+    """A stored message as every chat-completions server accepts it: `content` a string, never null or absent
+    (llama.cpp's server refuses null, and its chat templates fail on a message without it)."""
+    if isinstance(message.get("content"), str):
+        return message
+    return {**message, "content": ""}
 
 
 def _with_user_text(messages, text):

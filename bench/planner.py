@@ -1,0 +1,78 @@
+"""Benchmark 6: the model planner's own time per step (around the model call) ÷ the model call itself,
+with the local model (SmolLM2-135M on llama.cpp's server, config/local_model.py)."""
+import statistics
+import time
+
+from bench import common
+from bench.common import Row
+
+STEPS = common.scaled(8, 3)
+PAGE = ("The grey heron is a long-legged wading bird of the heron family, Ardeidae, native throughout "
+        "temperate Europe and Asia and also parts of Africa. ") * 8
+
+
+class Task:
+    """What the environment reads of a task: a web task in cloud mode, no attachments."""
+
+    agent, execution_mode, options, api_key_id = "web", "cloud", {}, 0
+
+
+def measure(stack):
+    from config.local_model import MODEL, server_argv
+    from workers.agent.actions import Action
+    from workers.agent.conversation import Conversation
+    from workers.agent.environments import HttpPageEnvironment
+    from workers.agent.loop import RunState
+    from workers.planners import Brief
+    from workers.planners.openai_chat import ChatPlanner
+
+    port = common.free_port()
+    server = stack.start(common.Proc("local-model", server_argv(port), timeout=180,
+                                     ready=lambda: common.http_ok(f"http://127.0.0.1:{port}/v1/models")))
+    brief = Brief(prompt="Open http://127.0.0.1:9/heron and tell me what the page says about herons.", agent="web",
+                  tools=HttpPageEnvironment(Task()).tools(), secret_names=["API_TOKEN"],
+                  variables={"customer": "Ada"})
+    planner = ChatPlanner(brief, {"LLM_MODEL": MODEL, "LLM_BASE_URL": f"http://127.0.0.1:{port}/v1",
+                                  "LLM_API_KEY": "", "LLM_TIMEOUT_SECONDS": 600, "LLM_MAX_RETRIES": 0})
+    create = planner.client.chat.completions.create
+    calls = []
+
+    def timed_create(**kwargs):
+        started = time.perf_counter()
+        try:
+            return create(**kwargs)
+        finally:
+            calls.append(time.perf_counter() - started)
+
+    planner.client.chat.completions.create = timed_create
+    state = RunState(Conversation.begin([], brief.prompt))
+    overheads, model_times, tokens = [], [], 0
+    for step in range(STEPS + 1):  # the first step warms the server's prompt cache up and is not counted
+        calls.clear()
+        planner._queue = []  # every step asks the model
+        started = time.perf_counter()
+        action = planner.next_action(state)
+        total = time.perf_counter() - started
+        tokens += planner.tokens_used()
+        if step:
+            overheads.append(total - sum(calls))
+            model_times.append(sum(calls))
+        # The step's result, as the loop records it, so the conversation grows like a real task's.
+        state.conversation.add_call(Action("go_to", {"url": f"http://127.0.0.1:9/heron/{step}"}, "go to",
+                                           f"call_bench_{step}"))
+        state.conversation.add_result(f"call_bench_{step}", f"Herons page {step}\n{PAGE}")
+        common.say(f"planner step {step}: {action.name}, model {sum(calls) * 1000:.0f} ms, "
+                   f"ours {(total - sum(calls)) * 1000:.2f} ms")
+    stack.stop(server)
+    ours, theirs = statistics.median(overheads) * 1000, statistics.median(model_times) * 1000
+    return [
+        Row("6 planner", f"planner time per step around the model call (ms, median of {STEPS})", ours,
+            "the model call itself (SmolLM2-135M, llama.cpp server, same machine)", theirs),
+        Row("6 planner", "planner time per step around the model call (ms, max)", max(overheads) * 1000,
+            "the model call itself (ms, min)", min(model_times) * 1000,
+            note=f"{tokens} tokens in {STEPS + 1} calls"),
+    ]
+
+
+if __name__ == "__main__":
+    common.main(measure)
