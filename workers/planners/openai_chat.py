@@ -145,7 +145,7 @@ class ChatPlanner:
         for call in message.tool_calls:
             name = (call.function.name if call.function else "") or ""
             raw = (call.function.arguments if call.function else "") or "{}"
-            call_id = call.id or new_call_id()
+            call_id = call.id if call.id and all(call.id != a.call_id for a in actions) else new_call_id()
             batch = batch or call_id
             args, problem = self._arguments(name, raw)
             if problem is not None:
