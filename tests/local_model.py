@@ -7,14 +7,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 
-from config.local_model import MODEL, server_argv
+from config.local_model import MODEL, server_argv, server_env
 from tests.processes import ManagedProcess, free_port
 
 
 class LocalModel:
     def __init__(self):
         self.port = free_port()
-        self.server = ManagedProcess(server_argv(self.port), "llama-server")
+        self.server = ManagedProcess(server_argv(self.port), "llama-server", server_env(self.port))
         self.server.wait_until(self._ready, timeout=180)
         self.exchanges = []  # {"path", "raw", "status", "response"} of every request, in order
         self._lock = threading.Lock()
