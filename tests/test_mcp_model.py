@@ -77,12 +77,15 @@ def test_the_model_calls_namespaced_mcp_tools_and_never_sees_credentials(client,
     assert WEATHER_TOKEN not in model_worker.output() and CRM_KEY not in model_worker.output()
 
 
-def test_a_tool_error_goes_back_to_the_model(client, api_key, mcp, model, model_worker):
+def test_a_call_against_the_tools_schema_goes_back_to_the_model(client, api_key, mcp, model, model_worker):
     model.script(tool_call("weather__forecast"), text("I could not get the forecast."))
     _, body = run(client, api_key, {"prompt": "Weather?", "mcpServers": servers(mcp)[:1]})
     assert body["status"] == "success", body
-    observation = model.bodies()[1]["messages"][-1]["content"]
-    assert "weather.forecast failed" in observation
+    observation = model.bodies()[1]["messages"][-1]
+    # Checked against the server's own input schema before anything is sent to it.
+    assert observation["role"] == "tool"
+    assert "do not match its parameters: 'city' is a required property" in observation["content"]
+    assert body["usage"]["actions"] == 0
 
 
 def test_a_server_refusing_the_credentials_ends_the_task_before_the_model_is_asked(client, api_key, mcp, model,

@@ -12,6 +12,7 @@ class Action:
     description: str = ""
     call_id: str = ""
     note: str = ""  # the model's words alongside the call, kept in the conversation
+    batch: str = ""  # the id of the first call of the model's reply this call belongs to (several calls per reply)
 
     def key(self):
         """Identity for no-progress detection."""

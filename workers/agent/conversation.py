@@ -26,9 +26,26 @@ class Conversation:
         return conversation
 
     def add_call(self, action):
-        self.messages.append({"role": "assistant", "content": action.note or None, "tool_calls": [{
-            "id": action.call_id, "type": "function",
-            "function": {"name": action.name, "arguments": json.dumps(action.args)}}]})
+        """The assistant's tool call; calls of one reply (`action.batch`) share one assistant message."""
+        call = {"id": action.call_id, "type": "function",
+                "function": {"name": action.name, "arguments": json.dumps(action.args)}}
+        reply = self._reply(action.batch)
+        if reply is not None:
+            reply["tool_calls"].append(call)
+            return
+        # A string, even empty: llama.cpp's server refuses null and its chat templates fail when it is absent.
+        self.messages.append({"role": "assistant", "content": action.note or "", "tool_calls": [call]})
+
+    def _reply(self, batch):
+        """The assistant message of reply `batch` when only its tool results follow it, else None."""
+        if not batch:
+            return None
+        for message in reversed(self.messages[self.start:]):
+            if message.get("role") == "tool":
+                continue
+            calls = message.get("tool_calls") or ()
+            return message if message.get("role") == "assistant" and calls and calls[0]["id"] == batch else None
+        return None
 
     def add_result(self, call_id, text):
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})

@@ -84,8 +84,10 @@ class AgentLoop:
             if time.time() - started > self.budget.wall_clock_seconds:
                 raise BudgetExceeded(
                     f"Time limit reached: the task ran longer than {self.budget.wall_clock_seconds:g} s.")
-            action = self.planner.next_action(self.state)
-            self.state.tokens += self.planner.tokens_used()
+            try:
+                action = self.planner.next_action(self.state)
+            finally:  # a planner that gives up has still spent its tokens
+                self.state.tokens += self.planner.tokens_used()
             if self.state.actions >= self.budget.max_steps and action.name not in ENDINGS:
                 break
             repeats = repeats + 1 if action.key() == last_key else 1

@@ -2,10 +2,13 @@
 import json
 import logging
 
+import jsonschema
 import openai
 
 from workers.agent.actions import Action, PlannerError, describe
 from workers.agent.conversation import new_call_id
+
+from . import tool_schemas
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +20,7 @@ AGENTS = {
 
 def system_prompt(brief):
     parts = [AGENTS[brief.agent],
-             "Work step by step: call one tool at a time. When the task is done, call `answer`; when you "
+             "Work step by step. When the task is done, call `answer`; when you "
              "need information only the user has, call `ask_user`.",
              f"The user's time zone is {brief.time_zone}."]
     if brief.secret_names:
@@ -40,27 +43,88 @@ def system_prompt(brief):
 
 class ChatPlanner:
     can_repair = True
+    MAX_MALFORMED = 3  # replies in a row whose tool calls cannot run before the task ends
+    MAX_NUDGES = 2  # empty replies in a row answered with a reminder before the task ends
 
     def __init__(self, brief, config):
         self.brief = brief
         self.model = config["LLM_MODEL"]
-        self.tools = [tool.as_openai() for tool in brief.tools]
+        self.tools = [self._offered(tool) for tool in brief.tools]
+        self.schemas = {tool.name: self._validated(tool) for tool in brief.tools}
         self.system = system_prompt(brief)
         # The client retries connection errors, 408, 409, 429 and 5xx with backoff.
         self.client = openai.OpenAI(
             base_url=config.get("LLM_BASE_URL") or None, api_key=config.get("LLM_API_KEY") or "not-needed",
             timeout=config["LLM_TIMEOUT_SECONDS"], max_retries=config["LLM_MAX_RETRIES"])
         self._tokens = 0
+        self._queue = []  # the rest of the last reply's tool calls, one action per step, in order
+        self._returned = None  # call id of the action returned last
+
+    def _offered(self, tool):
+        """The tool as the model sees it: parameters reduced to what grammar-compiling servers accept."""
+        if tool.name == "answer" and self.brief.response_schema is not None:
+            content = tool_schemas.grammar_safe(self.brief.response_schema, base="#/properties/content")
+            schema = {"type": "object", "properties": {"content": content}, "required": ["content"]}
+        else:
+            schema = tool_schemas.parameters(tool.parameters)
+        return {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                                 "parameters": schema}}
+
+    def _validated(self, tool):
+        """The schema arguments are checked against (answer's `content` is the loop's to check)."""
+        if tool.name == "answer" and self.brief.response_schema is not None:
+            return {"type": "object", "properties": {"content": {}}, "required": ["content"]}
+        return tool.parameters
 
     def tokens_used(self):
         tokens, self._tokens = self._tokens, 0
         return tokens
 
     def next_action(self, state):
-        messages = [{"role": "system", "content": self.system}] + state.conversation.messages
+        conversation = state.conversation
+        if self._queue and conversation.messages[-1].get("tool_call_id") == self._returned:
+            return self._give(self._queue.pop(0))
+        self._queue = []
+        malformed = nudges = 0
+        while True:
+            message = self._complete(conversation.messages, nudge=nudges > 0)
+            if not message.tool_calls:
+                content = (message.content or "").strip()
+                if content:
+                    return self._answer(content)
+                nudges += 1
+                if nudges > self.MAX_NUDGES:
+                    raise PlannerError(f"The language model replied with neither text nor a tool call "
+                                       f"{nudges} times in a row.")
+                continue
+            nudges = 0
+            actions, problems = self._parse(message)
+            if not problems:
+                self._queue = actions[1:]
+                return self._give(actions[0])
+            # Nothing of a reply with a malformed call runs; the model hears why and tries again.
+            malformed += 1
+            for action in actions:
+                conversation.add_call(action)
+            for action in actions:
+                conversation.add_result(action.call_id, problems.get(action.call_id) or (
+                    "Not run: another tool call of the same reply was malformed. Send the calls again."))
+            if malformed >= self.MAX_MALFORMED:
+                raise PlannerError(f"The language model made malformed tool calls {malformed} times in a row: "
+                                   f"{_short(next(iter(problems.values())))}")
+
+    def _give(self, action):
+        self._returned = action.call_id
+        return action
+
+    def _complete(self, messages, nudge=False):
+        """One chat completion; its message (tokens counted)."""
+        wire = [{"role": "system", "content": self.system}] + [_wire(m) for m in messages]
+        if nudge:
+            wire = _with_user_text(wire, NUDGE)
         try:
             completion = self.client.chat.completions.create(
-                model=self.model, messages=messages, tools=self.tools, tool_choice="auto")
+                model=self.model, messages=wire, tools=self.tools, tool_choice="auto")
         except openai.APIStatusError as exc:
             raise PlannerError(f"The language model refused the request (HTTP {exc.status_code}): "
                                f"{_short(_reason(exc))}") from None
@@ -73,28 +137,76 @@ class ChatPlanner:
             self._tokens += completion.usage.total_tokens or 0
         if not completion.choices:
             raise PlannerError("The language model returned no choices.")
-        message = completion.choices[0].message
-        if message.tool_calls:
-            # One action per turn: later calls of a parallel batch are dropped (the model sees only the first).
-            call = message.tool_calls[0]
-            try:
-                args = json.loads(call.function.arguments or "{}")
-            except ValueError:
-                args = {"unparseable_arguments": call.function.arguments}
-            if not isinstance(args, dict):
-                args = {"unparseable_arguments": call.function.arguments}
-            return Action(call.function.name, args, describe(call.function.name, args),
-                          call.id or new_call_id(), note=message.content or "")
-        return self._answer(message.content or "")
+        return completion.choices[0].message
+
+    def _parse(self, message):
+        """The reply's calls as Actions, and {call id: what is wrong} for those that cannot run."""
+        actions, problems, batch = [], {}, None
+        for call in message.tool_calls:
+            name = (call.function.name if call.function else "") or ""
+            raw = (call.function.arguments if call.function else "") or "{}"
+            call_id = call.id if call.id and all(call.id != a.call_id for a in actions) else new_call_id()
+            batch = batch or call_id
+            args, problem = self._arguments(name, raw)
+            if problem is not None:
+                problems[call_id] = problem
+            # The arguments go back as JSON even when the model's were not (servers re-read them).
+            name = name or "unnamed_call"  # what the model sees of its own nameless call
+            actions.append(Action(name, args if problem is None else (args or {}), describe(name, args or {}),
+                                  call_id, note=(message.content or "") if not actions else "", batch=batch))
+        return actions, problems
+
+    def _arguments(self, name, raw):
+        """(args, None), or (args or None, why the call cannot run)."""
+        if not name:
+            return None, "A tool call without a tool name; the tools are: " + ", ".join(self.schemas) + "."
+        try:
+            args = json.loads(raw)
+        except ValueError as exc:
+            return None, f"The arguments of {name} are not valid JSON ({exc}): {_short(raw, 200)}"
+        if not isinstance(args, dict):
+            return None, f"The arguments of {name} must be a JSON object, not {_short(raw, 200)}"
+        schema = self.schemas.get(name)
+        if schema is None:  # the environment says what this agent can do instead
+            return args, None
+        try:
+            error = jsonschema.exceptions.best_match(
+                jsonschema.validators.validator_for(schema)(schema).iter_errors(args))
+        except jsonschema.exceptions.SchemaError:  # e.g. an MCP server's schema: its server judges the call
+            return args, None
+        if error is None:
+            return args, None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return args, (f"Not run: the arguments of {name} do not match its parameters: {error.message}"
+                      + (f" (at {where})" if where else "") + ".")
 
     def _answer(self, content):
         """A reply without a tool call is the final answer."""
         if self.brief.response_schema is not None:
             try:
-                return Action("answer", {"content": json.loads(content)}, "answer", new_call_id())
+                return self._give(Action("answer", {"content": json.loads(content)}, "answer", new_call_id()))
             except ValueError:
                 pass
-        return Action("answer", {"text": content}, "answer", new_call_id())
+        return self._give(Action("answer", {"text": content}, "answer", new_call_id()))
+
+
+NUDGE = "Reply with a tool call: use the tools, and call `answer` with the final answer when the task is done."
+
+
+def _wire(message):
+    """A stored message as every chat-completions server accepts it: `content` a string, never null or absent
+    (llama.cpp's server refuses null, and its chat templates fail on a message without it)."""
+    if isinstance(message.get("content"), str):
+        return message
+    return {**message, "content": ""}
+
+
+def _with_user_text(messages, text):
+    """`text` as the user's latest words; joined to a trailing user message (some templates need turns to
+    alternate)."""
+    if messages[-1]["role"] == "user":
+        return messages[:-1] + [{**messages[-1], "content": f"{messages[-1]['content']}\n\n{text}"}]
+    return messages + [{"role": "user", "content": text}]
 
 
 def _reason(exc):

@@ -1,0 +1,142 @@
+"""A real language model in the loop: SmolLM2-135M served by llama.cpp's OpenAI-compatible server
+(config/local_model.py), started here on loopback behind a recording proxy.
+
+A 135M model is not clever, so the tests assert what must hold whatever it decides: every request the
+server received was accepted, the task reaches a terminal state with a well-formed trace, usage counts
+the tokens the server reported, and secrets never reach it; for the easiest prompt, the right answer.
+"""
+import json
+
+import jsonschema
+import pytest
+
+from tests.conftest import WorkerProcess, wait_for_status
+from tests.llm_server import ScriptedModel, tool_call
+from tests.local_model import LocalModel
+from tests.page_server import PageServer
+
+WAIT = 1200  # seconds; a model call takes 1 s on an idle core, far longer on a busy shared machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(WAIT + 300)]
+SETTINGS = dict(MAX_STEPS=2, NO_PROGRESS_REPEATS=2, TASK_TIMEOUT_SECONDS=900, LLM_TIMEOUT_SECONDS=600,
+                LLM_MAX_RETRIES=0, CREDITS_PER_ACTION=1.0, CREDITS_PER_1K_TOKENS=0.1)
+TERMINAL = ("success", "error", "input-required")
+
+
+@pytest.fixture(scope="module")
+def model():
+    server = LocalModel()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def model_worker(app, model):
+    """Per test: the ask_user test first needs a worker that plans with the scripted model alone."""
+    model.clear()
+    proc = WorkerProcess(env=model.env(**SETTINGS), name="local-model")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def pages():
+    server = PageServer({"/heron": "<html><head><title>Herons</title></head><body>"
+                                   "<h1>The grey heron</h1><p>A long-legged bird.</p></body></html>"})
+    yield server
+    server.close()
+
+
+def assert_sound(model, body, prior_credits=0.0, prior_actions=0, prior_entries=0):
+    """What holds whatever the model decided (prior_*: what the task had when it paused)."""
+    exchanges = [e for e in model.recorded() if e["path"].endswith("/chat/completions")]
+    assert exchanges, "the model was never asked"
+    for exchange in exchanges:  # llama.cpp's server accepted every request it received
+        assert exchange["status"] == 200, (exchange["status"], exchange["response"], exchange["raw"][-2000:])
+    assert body["status"] in TERMINAL, body
+    trace = body["response"]["actionTrace"]
+    assert len(trace) == prior_entries + body["usage"]["actions"] - prior_actions + 1, trace
+    for entry in trace:
+        assert {"url", "action", "startTs", "endTs", "durationMs"} <= set(entry), entry
+        assert entry["startTs"] <= entry["endTs"] and entry["durationMs"] >= 0
+    tokens = 0
+    for exchange in exchanges:
+        usage = exchange["response"]["usage"]
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
+        tokens += usage["total_tokens"]
+    actions = body["usage"]["actions"]
+    expected = round(prior_credits + (actions - prior_actions) * 1.0 + tokens / 1000 * 0.1, 4)
+    assert body["usage"]["credits"] == pytest.approx(expected, abs=1e-4), (body["usage"], tokens)
+    assert trace[-1]["credits"] == body["usage"]["credits"]
+    return exchanges
+
+
+def test_a_general_task_gets_the_right_answer(client, api_key, model, model_worker):
+    request_id = _submit(client, api_key, {"prompt": "Reply with the word hello."})
+    body = wait_for_status(client, api_key, request_id, TERMINAL, WAIT)
+    assert_sound(model, body)
+    assert body["status"] == "success", body
+    assert "hello" in body["response"]["text"].lower()
+
+
+def test_a_cloud_web_task_with_a_secret(client, api_key, model, model_worker, pages):
+    secret = "s3cr3t-Local-5e6f"
+    request_id = _submit(client, api_key, {
+        "prompt": f"/Operator Open {pages.url('/heron')}?key=${{API_TOKEN}} and tell me the page title.",
+        "secretVariables": {"API_TOKEN": secret}, "chatHistory": [
+            {"role": "user", "content": f"My key is {secret}."}, {"role": "assistant", "content": "Noted."}]})
+    body = wait_for_status(client, api_key, request_id, TERMINAL, WAIT)
+    exchanges = assert_sound(model, body)
+    assert "go_to" in {t["function"]["name"] for t in json.loads(exchanges[0]["raw"])["tools"]}
+    for exchange in exchanges:
+        assert secret not in exchange["raw"]
+    assert secret not in json.dumps(body)
+
+
+def test_a_structured_output_task(client, api_key, model, model_worker):
+    schema = {"type": "object", "properties": {"bird": {"type": "string"}, "legs": {"type": "integer"}},
+              "required": ["bird", "legs"]}
+    request_id = _submit(client, api_key, {"prompt": "Name a bird and its number of legs.",
+                                           "responseFormat": {"type": "jsonSchema", "jsonSchema": schema}})
+    body = wait_for_status(client, api_key, request_id, TERMINAL, WAIT)
+    assert_sound(model, body)
+    if body["status"] == "success":
+        jsonschema.validate(body["response"]["structuredOutput"], schema)
+    else:  # the model's answer did not match even after its one repair: said so, not a crash
+        assert body["status"] == "error" and "internal error" not in body["response"]["text"], body
+
+
+def test_an_ask_user_round_trip_continues_on_the_real_model(client, api_key, app, model):
+    # The 135M model rarely asks on its own: a scripted model asks, the real one carries on from there.
+    scripted = ScriptedModel()
+    asker = WorkerProcess(env=scripted.env(**SETTINGS), name="asker")
+    try:
+        scripted.script(tool_call("ask_user", question="Which city do you live in?"))
+        request_id = _submit(client, api_key, {"prompt": "Tell me where I live."})
+        body = wait_for_status(client, api_key, request_id, TERMINAL, WAIT)
+        assert body["status"] == "input-required", body
+    finally:
+        asker.stop()
+        scripted.close()
+    prior, paused_entries = body["usage"], len(body["response"]["actionTrace"])
+    model.clear()
+    proc = WorkerProcess(env=model.env(**SETTINGS), name="local-model-resume")
+    try:
+        answered = client.post(f"/fast/v2/remote-dispatch/responses/{request_id}/input", headers={"x-api-key": api_key},
+                               json={"answer": "Lyon", "inputId": body["hitlInputMetadata"]["inputId"]})
+        assert answered.status_code == 202
+        body = wait_for_status(client, api_key, request_id, ("success", "error"), WAIT)
+    finally:
+        proc.stop()
+    exchanges = assert_sound(model, body, prior_credits=prior["credits"], prior_actions=prior["actions"],
+                             prior_entries=paused_entries)
+    call, result = json.loads(exchanges[0]["raw"])["messages"][-2:]
+    assert call["tool_calls"][0]["function"]["name"] == "ask_user" and call["content"] == ""
+    assert result == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": "Lyon"}
+
+
+def _submit(client, api_key, body):
+    from tests.conftest import submit
+
+    reply = submit(client, api_key, {"executionMode": "cloud", **body})
+    assert reply.status_code == 202, reply.get_json()
+    return reply.get_json()["requestId"]
