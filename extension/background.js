@@ -111,7 +111,9 @@ async function pollLoop() {
         const windows = await registeredWindows();
         const ids = Object.values(windows);
         if (!failures) await setConnection("connected", serviceUrl);
-        const answer = await api("POST", "/browser-windows/poll", {browserWindowIds: ids, wait: ids.length ? POLL_SECONDS : 0});
+        await abandonInterrupted();
+        const answer = await api("POST", "/browser-windows/poll",
+          {browserWindowIds: ids, wait: ids.length ? POLL_SECONDS : 0, running: [...running]});
         failures = 0;
         await setConnection("connected", serviceUrl);
         if (answer.unknown.length) await forget(answer.unknown);
@@ -145,12 +147,53 @@ function sleep(ms) { return new Promise((resolve) => setTimeout(resolve, ms)); }
 // Commands of one window run one after another; windows run side by side.
 const queues = new Map();
 function enqueue(command) {
+  if (running.has(command.commandId)) return;  // handed out again while queued or running here
+  running.add(command.commandId);
   const previous = queues.get(command.browserWindowId) || Promise.resolve();
   const next = previous.then(() => execute(command));
   queues.set(command.browserWindowId, next.catch(() => {}));
 }
 
+// Commands this worker is executing. The service hands a command out again until its result is in (a poll's
+// answer may be lost when Chromium stops the worker), so a command already started is never started twice;
+// `started` in session storage survives a stopped worker, whose interrupted commands then end as errors.
+const running = new Set();
+
+async function abandonInterrupted() {
+  const started = await sessionGet("started", []);
+  const orphans = started.filter((id) => !running.has(id));
+  for (const id of orphans) {
+    await postResult(id, {status: "error", data: null,
+      error: "The extension's service worker was stopped while it ran this command; it may not have completed."});
+  }
+  if (orphans.length) await sessionUpdate("started", (list) => list.filter((id) => !orphans.includes(id)), []);
+}
+
+async function postResult(commandId, result) {
+  // The result is the command's only record of completion: keep trying through a short outage.
+  for (let attempt = 0; attempt < 30; attempt++) {
+    try {
+      await api("POST", `/browser-windows/commands/${commandId}/result`, result);
+      return true;
+    } catch (error) {
+      if (error instanceof ServiceError && error.status >= 400 && error.status < 500 && error.status !== 429) return false;
+      await sleep(Math.min(1000 * (attempt + 1), 5000));
+    }
+  }
+  return false;
+}
+
 async function execute(command) {
+  await sessionUpdate("started", (list) => [...list, command.commandId], []);
+  try {
+    await executeOnce(command);
+  } finally {
+    running.delete(command.commandId);
+    await sessionUpdate("started", (list) => list.filter((id) => id !== command.commandId), []);
+  }
+}
+
+async function executeOnce(command) {
   let result, c = null;
   const chromeWindowId = await chromeWindowOf(command.browserWindowId);
   if (chromeWindowId === null) {
@@ -167,11 +210,7 @@ async function execute(command) {
       result = {status: "error", data: null, error: String(error && error.message || error)};
     }
   }
-  try {
-    await api("POST", `/browser-windows/commands/${command.commandId}/result`, result);
-  } catch (error) {
-    console.warn("posting the result of", command.name, "failed:", error);
-  }
+  await postResult(command.commandId, result);
   if (result.status === "success" && c && c.after) await c.after();
 }
 
@@ -546,10 +585,10 @@ const COMMANDS = {
     return {};
   },
   wait_for: async (c) => {
-    const {text, selector, timeout} = c.args;
+    const {text, selector, seconds} = c.args;
     const found = await waitFor(c, async (tabId) =>
       (!text || await page(tabId, "hasText", text)) && (!selector || await page(tabId, "hasElement", selector)),
-    (timeout || 10) * 1000);
+    (seconds ?? 10) * 1000);
     return {found};
   },
   run_js: async (c) => ({result: await runInPage(await drivenTab(c), c.args.code)}),

@@ -106,3 +106,78 @@ def test_every_sdk_action_round_trips(browser, window, web, module_key, pages):
     response = action(base, key, window, "agentic_selector", action={"type": "click"},
                       selectors=sel(id="missing"), fallback_operator_query="missing")
     assert response.json()["status"] == "error" and "No element matches" in response.json()["error"]
+
+
+def test_the_driver_works_the_page_through_the_extension(browser, window, pages):
+    """The Browser interface the web agent uses, carried out by the extension (the worker's side of client mode)."""
+    from workers.browser.base import BrowserError
+    from workers.browser.extension_driver import ExtensionBrowser
+
+    driver = ExtensionBrowser(window, "task-under-test", timeout=30).begin("driver test")
+    driver.open(pages.url("/form"))
+    reading = driver.read()
+    assert reading.title == "Form" and "Go" in reading.text
+    driver.type("Query", "typed")
+    driver.select("size", "Large")
+    driver.click("Go")
+    assert driver.extract("#out") == ["clicked typed"]
+    driver.wait_for(text="here", timeout=5)
+    with pytest.raises(BrowserError, match="Timed out after 0.5 s"):
+        driver.wait_for(text="never shown", timeout=0.5)
+    assert driver.screenshot().startswith(b"\x89PNG")
+    driver.open(pages.url("/other"), new_tab=True)
+    assert [t["index"] for t in driver.tabs()] == [1, 2] and driver.title() == "Other"
+    driver.switch_tab(1)
+    assert driver.current_url() == pages.url("/form")
+    assert driver.run_js("return document.querySelectorAll('option').length") == 2
+    driver.close_tab(2)
+    assert len(driver.tabs()) == 1
+    driver.close(status="success")
+
+
+def test_the_extension_copy_of_page_js_is_the_one_page_script():
+    from tests.processes import ROOT
+
+    assert (ROOT / "extension" / "page.js").read_bytes() == (ROOT / "workers" / "browser" / "page.js").read_bytes(), \
+        "extension/page.js differs from workers/browser/page.js: run `make extension`"
+
+
+def test_a_page_cannot_message_the_extension(browser, window, web, module_key, pages):
+    """No externally_connectable and no listener for pages: a page's attempts reach nothing and change nothing."""
+    from tests.extension_support import extension_id
+
+    driver = browser.driver
+    browser.driver.get(pages.url("/other"))
+    outcome = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const id = arguments[0];
+        const report = {runtime: typeof chrome === "object" && chrome.runtime ? typeof chrome.runtime.sendMessage : "undefined"};
+        try {
+          chrome.runtime.sendMessage(id, {type: "api", method: "DELETE", path: "/browser-windows/x"},
+            (reply) => { report.reply = reply === undefined ? "none" : reply;
+                         report.lastError = chrome.runtime.lastError && chrome.runtime.lastError.message; done(report); });
+        } catch (e) { report.thrown = String(e); done(report); }
+        window.postMessage({type: "reconnect", commandId: "x", name: "close_window"}, "*");
+    """, extension_id())
+    assert outcome.get("runtime") == "undefined" or outcome.get("thrown") or outcome.get("lastError"), outcome
+    assert "reply" not in outcome or outcome["reply"] == "none"
+    # The window is still registered and online, and the page is still open.
+    assert [w["state"] for w in windows_of(web.base, module_key)] == ["online"]
+    assert driver.title == "Other"
+
+
+def test_a_stopped_service_worker_reconnects_and_loses_no_command(browser, window, web, module_key, pages):
+    import time
+
+    from tests.extension_support import wait_for_window
+
+    assert action(web.base, module_key, window, "go_to_url", url=pages.url("/form"), new_tab=False).json()["status"] \
+        == "success"
+    browser.stop_service_worker()
+    # The command is issued while nothing polls; it waits as a row until the worker is back (its alarm).
+    started = time.monotonic()
+    response = action(web.base, module_key, window, "get_url", timeout=120)
+    assert response.status_code == 200, response.text
+    assert json.loads(response.json()["data"]) == {"url": pages.url("/form")}
+    assert wait_for_window(web.base, module_key) == window
+    assert time.monotonic() - started < 120

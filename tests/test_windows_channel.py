@@ -90,6 +90,23 @@ def test_a_command_wakes_the_long_poll_and_its_result_wakes_the_sender(app, clie
     assert results["result"] == {"status": "success", "data": {"url": "http://x/"}, "error": None}
 
 
+def test_a_delivered_command_is_handed_out_again_until_the_extension_says_it_runs_it(client, api_key):
+    """A poll's answer can be lost (Chromium stopped the service worker while it waited): no command may be."""
+    window_id = register(client, api_key)
+    command = WindowCommand(window_id=window_id, name="get_url", args={},
+                            expires_at=db.text("now() + interval '1 minute'"))
+    db.session.add(command)
+    db.session.commit()
+    command_id = command.id
+    assert [c["commandId"] for c in poll(client, api_key, [window_id])["commands"]] == [command_id]
+    assert [c["commandId"] for c in poll(client, api_key, [window_id])["commands"]] == [command_id]
+    response = client.post(WINDOWS + "/poll", json={"browserWindowIds": [window_id], "wait": 0,
+                                                    "running": [command_id]}, headers={"x-api-key": api_key})
+    assert response.get_json()["commands"] == []
+    client.post(f"{WINDOWS}/commands/{command_id}/result", json={"status": "success"}, headers={"x-api-key": api_key})
+    assert poll(client, api_key, [window_id])["commands"] == []
+
+
 def test_another_key_cannot_post_a_result(client, api_key, other_key):
     window_id = register(client, api_key)
     command = WindowCommand(window_id=window_id, name="get_url", args={},

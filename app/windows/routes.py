@@ -81,7 +81,7 @@ class Poll(MethodView):
         Marks the windows seen and returns their pending commands, holding the request up to `wait` seconds
         until one arrives.
         """
-        return service.poll(g.api_key.id, data["browserWindowIds"], data["wait"])
+        return service.poll(g.api_key.id, data["browserWindowIds"], data["wait"], data["running"])
 
 
 @blp.route("/browser-windows/commands/<string:command_id>/result")

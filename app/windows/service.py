@@ -95,9 +95,12 @@ def close(api_key_id, window_id):
     db.session.commit()
 
 
-def poll(api_key_id, window_ids, wait_seconds):
-    """The extension's long poll: marks its windows seen, returns their pending commands (marked delivered),
-    waiting up to `wait_seconds` for one. Windows unknown to this key come back in `unknown`."""
+def poll(api_key_id, window_ids, wait_seconds, running=()):
+    """The extension's long poll: marks its windows seen, returns their commands without a result (marked
+    delivered), waiting up to `wait_seconds` for one. Windows unknown to this key come back in `unknown`.
+
+    A delivered command the extension does not list in `running` is handed out again: the answer to an
+    earlier poll can be lost (Chromium stopped the service worker while it waited), and a command must not be."""
     owned = set(db.session.execute(select(BrowserWindow.id).where(
         BrowserWindow.id.in_(window_ids), BrowserWindow.api_key_id == api_key_id,
         BrowserWindow.closed_at.is_(None))).scalars())
@@ -109,19 +112,19 @@ def poll(api_key_id, window_ids, wait_seconds):
     with waiters.watch_many([f"window:{w}" for w in owned]) as woken:
         while True:
             woken.clear()
-            commands = _deliver(owned)
+            commands = _deliver(owned, set(running))
             remaining = deadline - time.monotonic()
             if commands or remaining <= 0:
                 return {"commands": commands, "unknown": unknown}
             waiters.wait(woken, remaining)
 
 
-def _deliver(window_ids):
+def _deliver(window_ids, running):
     db.session.execute(update(BrowserWindow).where(BrowserWindow.id.in_(window_ids)).values(last_seen_at=now()))
     rows = db.session.execute(
         update(WindowCommand)
-        .where(WindowCommand.window_id.in_(window_ids), WindowCommand.state == "pending",
-               WindowCommand.expires_at > now())
+        .where(WindowCommand.window_id.in_(window_ids), WindowCommand.state.in_(("pending", "delivered")),
+               WindowCommand.id.not_in(running), WindowCommand.expires_at > now())
         .values(state="delivered", delivered_at=now())
         .returning(WindowCommand.id, WindowCommand.window_id, WindowCommand.task_id, WindowCommand.name,
                    WindowCommand.args, WindowCommand.expires_at, WindowCommand.created_at)).all()
