@@ -1,7 +1,7 @@
 """window commands: what the worker or an extension action asks a browser window to do, and its result
 
 Revision ID: 0013
-Revises: 0006
+Revises: 0012
 Create Date: 2026-11-24 12:40:00.000000
 
 """
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 revision = '0013'
-down_revision = '0006'
+down_revision = '0012'
 branch_labels = None
 depends_on = None
 
