@@ -8,9 +8,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 import requests
 
-from tests.processes import ROOT
+from tests.conftest import make_key
+from tests.processes import ROOT, WebProcess, free_port
 
 EXTENSION_DIR = ROOT / "extension"
 
@@ -114,3 +116,50 @@ def action(base, api_key, window_id, name, timeout=None, **args):
     return requests.post(f"{base}/fast/v2/extension-actions", json=body, headers={"x-api-key": api_key}, timeout=320)
 
 
+
+
+class RestartableWeb(WebProcess):
+    """gunicorn on a port that stays the same across restarts (the extension's configured service URL)."""
+
+    def __init__(self, env=None, port=None):
+        self._env = env or {}
+        self._fixed = port or free_port()
+        super().__init__(env={**self._env, "PORT": str(self._fixed)})
+        self.port, self.base = self._fixed, f"http://127.0.0.1:{self._fixed}"
+
+    def _healthy(self):
+        try:
+            return requests.get(f"http://127.0.0.1:{self._fixed}/healthz", timeout=1).ok
+        except requests.RequestException:
+            return False
+
+    def restart(self):
+        """Stop gunicorn and start a new one on the same port, in place (the fixture keeps working)."""
+        self.stop()
+        self.__init__(self._env, self._fixed)
+
+
+@pytest.fixture(scope="module")
+def web(app):
+    server = RestartableWeb(env={"WINDOW_OFFLINE_SECONDS": "60"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(web):
+    chromium = ExtensionBrowser()
+    yield chromium
+    chromium.quit()
+
+
+@pytest.fixture
+def module_key():
+    """Each test starts from empty tables: a new key, which the test configures through the options page."""
+    return make_key("extension-user", plan="dev")
+
+
+@pytest.fixture
+def window(browser, web, module_key):
+    browser.configure(web.base, module_key)
+    return wait_for_window(web.base, module_key)

@@ -4,10 +4,8 @@ import json
 
 import pytest
 
-from tests.conftest import make_key
-from tests.extension_support import ExtensionBrowser, action, wait_for_window, windows_of
+from tests.extension_support import action, browser, module_key, web, window, windows_of  # noqa: F401 (fixtures)
 from tests.page_server import PageServer
-from tests.processes import WebProcess
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -26,36 +24,10 @@ PAGES = {
 
 
 @pytest.fixture(scope="module")
-def web(app):
-    server = WebProcess(env={"WINDOW_OFFLINE_SECONDS": "60"})
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def pages():
     server = PageServer(PAGES)
     yield server
     server.close()
-
-
-@pytest.fixture(scope="module")
-def browser(web):
-    chromium = ExtensionBrowser()
-    yield chromium
-    chromium.quit()
-
-
-@pytest.fixture
-def module_key():
-    """Each test starts from empty tables: a new key, which the test configures through the options page."""
-    return make_key("extension-user", plan="dev")
-
-
-@pytest.fixture
-def window(browser, web, module_key):
-    browser.configure(web.base, module_key)
-    return wait_for_window(web.base, module_key)
 
 
 def test_every_sdk_action_round_trips(browser, window, web, module_key, pages):
