@@ -125,7 +125,8 @@ async function pollLoop() {
           return;  // until the settings change
         }
         failures += 1;
-        const why = error instanceof ServiceError ? `HTTP ${error.status}: ${error.message}` : String(error.message || error);
+        const why = error instanceof ServiceError ? `HTTP ${error.status}: ${error.message}`
+          : `${String(error.message || error)} — ${serviceUrl} (is the service running, and the URL right?)`;
         await setConnection(failures >= UNREACHABLE_AFTER ? "unreachable" : "reconnecting", why);
         const retryAfter = error instanceof ServiceError && error.status === 429 ? 5 : Math.min(2 ** failures, 10);
         await sleep(retryAfter * 1000);

@@ -77,8 +77,11 @@ function renderRecent(tasks) {
   const done = tasks.filter((t) => !ACTIVE.includes(t.status));
   if (!done.length) { list.replaceChildren(el("li", {class: "muted", text: "None yet."})); return; }
   list.replaceChildren(...done.map((t) => el("li", {"data-request-id": t.requestId},
-    el("span", {class: "prompt", text: t.prompt.slice(0, 80)}),
-    el("span", {class: `status-${t.status}`, text: t.status}))));
+    el("div", {class: "row"},
+      el("span", {class: "prompt", text: t.prompt.replace(/\s+/g, " ").slice(0, 90)}),
+      el("span", {class: `status-${t.status}`, text: t.status})),
+    el("div", {class: "result", text: `${((t.response && t.response.text) || "").slice(0, 160)}` +
+      (t.completedAt ? ` · ${new Date(t.completedAt).toLocaleTimeString()}` : "")}))));
 }
 
 async function renderQuestions(browserWindowId) {

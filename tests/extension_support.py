@@ -50,6 +50,11 @@ class ExtensionBrowser:
         self.driver.get(f"{self.base}/{name}")
 
     def configure(self, service_url, api_key):
+        self.configure_only(service_url, api_key)
+        self.wait_for_state("connected")
+
+    def configure_only(self, service_url, api_key):
+        """Fill in and save the options page, as a user would."""
         from selenium.webdriver.common.by import By
 
         self.page("options.html")
@@ -60,7 +65,6 @@ class ExtensionBrowser:
         key.clear()
         key.send_keys(api_key)
         self.driver.find_element(By.ID, "save").click()
-        self.wait_for_state("connected")
 
     def connection_state(self):
         from selenium.webdriver.common.by import By
