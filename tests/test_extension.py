@@ -153,3 +153,13 @@ def test_a_stopped_service_worker_reconnects_and_loses_no_command(browser, windo
     assert json.loads(response.json()["data"]) == {"url": pages.url("/form")}
     assert wait_for_window(web.base, module_key) == window
     assert time.monotonic() - started < 120
+
+
+def test_the_manifest_pins_the_documented_id_and_opens_nothing_to_pages():
+    from tests.extension_support import EXTENSION_DIR, extension_id
+
+    manifest = json.loads((EXTENSION_DIR / "manifest.json").read_text())
+    assert extension_id() == "fnobdpaflkalafjgbmfbmpkedjigpipc"  # the id the README documents
+    assert manifest["manifest_version"] == 3 and manifest["minimum_chrome_version"] == "116"
+    assert "externally_connectable" not in manifest and "content_scripts" not in manifest
+    assert "web_accessible_resources" not in manifest
