@@ -70,7 +70,7 @@ def browser_rows(stack, received_ms, woken_ms):
     except ImportError as exc:  # the bench needs the test helpers and Selenium
         return [common.not_present(SECTION, "extension round trip", str(exc))]
     pages = PageServer({"/p": "<html><head><title>P</title></head><body><input aria-label='Name'>"
-                              "<button onclick=\"this.textContent='done'\">Go</button><h1>Page</h1></body></html>"})
+                              "<button onclick=\"document.querySelector('h1').textContent='clicked'\">Go</button><h1>Page</h1></body></html>"})
     chromium = ExtensionBrowser()
     try:
         chromium.configure(stack.web.url, stack.api_key)

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import make_key
 from tests.processes import ROOT, WebProcess, free_port
 
 EXTENSION_DIR = ROOT / "extension"
@@ -160,6 +159,8 @@ def browser(web):
 @pytest.fixture
 def module_key():
     """Each test starts from empty tables: a new key, which the test configures through the options page."""
+    from tests.conftest import make_key  # not at import: conftest points the environment at the test database
+
     return make_key("extension-user", plan="dev")
 
 
