@@ -151,3 +151,14 @@ def test_a_web_restart_mid_task_loses_nothing(client, browser, window, web, modu
     assert body["status"] == "success", body
     assert body["response"]["text"] == "Welcome back"
     close_other_tabs(browser)
+
+
+def test_after_the_service_worker_was_stopped_the_next_task_runs(client, browser, window, module_key, pages,
+                                                                 client_worker):
+    """Chromium stops an idle extension service worker; the window reconnects and the next task runs."""
+    browser.stop_service_worker()
+    request_id = submit(client, module_key, client_task(
+        window, f"/Operator\ngo to {pages.url('/home')}\nextract h1")).get_json()["requestId"]
+    body = wait_for_status(client, module_key, request_id, timeout=120)
+    assert body["status"] == "success", body
+    assert body["response"]["text"] == "Welcome back"

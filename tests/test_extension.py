@@ -163,3 +163,22 @@ def test_the_manifest_pins_the_documented_id_and_opens_nothing_to_pages():
     assert manifest["manifest_version"] == 3 and manifest["minimum_chrome_version"] == "116"
     assert "externally_connectable" not in manifest and "content_scripts" not in manifest
     assert "web_accessible_resources" not in manifest
+
+
+def test_a_new_window_registers_and_close_window_closes_it(browser, window, web, module_key, pages):
+    from tests.conftest import wait_until
+
+    driver = browser.driver
+    main = driver.current_window_handle
+    driver.switch_to.new_window("window")
+    driver.get(pages.url("/other"))
+    second = wait_until(lambda: [w["browserWindowId"] for w in windows_of(web.base, module_key)
+                                 if w["browserWindowId"] != window], what="the second window to register")[0]
+    assert json.loads(action(web.base, module_key, second, "get_url").json()["data"]) == {"url": pages.url("/other")}
+    assert action(web.base, module_key, second, "close_window").json() == {"status": "success", "data": None,
+                                                                            "error": None}
+    wait_until(lambda: len(driver.window_handles) == 1, what="the window to close")
+    driver.switch_to.window(main)
+    wait_until(lambda: [w["browserWindowId"] for w in windows_of(web.base, module_key)] == [window],
+               what="the closed window to leave the list")
+    assert action(web.base, module_key, second, "get_url").status_code == 404

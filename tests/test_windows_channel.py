@@ -157,3 +157,16 @@ def test_closing_a_window_fails_its_waiting_command(app, client, api_key):
     thread.join(25)
     assert results["result"]["error"] == "The browser window was closed."
     assert make_key  # noqa: the helper stays importable for the browser tests
+
+
+def test_old_commands_are_purged(client, api_key):
+    from app.windows.service import purge_old_commands
+
+    window_id = register(client, api_key)
+    for age in ("2 days", "1 minute"):
+        db.session.add(WindowCommand(window_id=window_id, name="get_url", args={}, state="done",
+                                     expires_at=db.text(f"now() - interval '{age}'"),
+                                     completed_at=db.text(f"now() - interval '{age}'")))
+    db.session.commit()
+    assert purge_old_commands() == 1
+    assert db.session.query(WindowCommand).count() == 1

@@ -214,3 +214,14 @@ def window_tasks(api_key_id, window_id, limit=10):
     owned_window(api_key_id, window_id)
     page = task_page(api_key_id, window=window_id, limit=limit)
     return {"tasks": [{**result(task), "prompt": task.prompt} for task in page["tasks"]]}
+
+
+def purge_old_commands(keep_seconds=86400):
+    """Delete commands finished or expired more than `keep_seconds` ago (beat, hourly); returns how many."""
+    from sqlalchemy import delete, or_
+
+    deleted = db.session.execute(delete(WindowCommand).where(or_(
+        WindowCommand.completed_at < now_plus(-keep_seconds),
+        WindowCommand.expires_at < now_plus(-keep_seconds)))).rowcount
+    db.session.commit()
+    return deleted
