@@ -480,9 +480,14 @@ async function openUrl(c, url, newTab) {
   return {url: tab.url, title: tab.title};
 }
 
+async function tabsInOrder(chromeWindowId) {
+  // The driver numbers tabs in the order they opened; Chromium's tab ids grow in that order.
+  return (await chrome.tabs.query({windowId: chromeWindowId})).sort((a, b) => a.id - b.id);
+}
+
 async function closeTab(c, index) {
   const tabId = index === undefined || index === null ? await drivenTab(c)
-    : ((await chrome.tabs.query({windowId: c.chromeWindowId})).find((t) => t.index === Number(index)) || {}).id;
+    : ((await tabsInOrder(c.chromeWindowId))[Number(index)] || {}).id;
   if (tabId === undefined) throw new Error(`No tab ${index} in this window.`);
   const open = await chrome.tabs.query({windowId: c.chromeWindowId});
   const closesWindow = open.length <= 1;
@@ -548,11 +553,11 @@ const COMMANDS = {
   },
   tabs: async (c) => {
     const driven = await drivenTab(c);
-    return (await chrome.tabs.query({windowId: c.chromeWindowId})).map((t) =>
-      ({index: t.index, url: t.url, title: t.title, active: t.id === driven}));
+    return (await tabsInOrder(c.chromeWindowId)).map((t, i) =>
+      ({index: i, url: t.url, title: t.title, active: t.id === driven}));
   },
   switch_tab: async (c) => {
-    const tab = (await chrome.tabs.query({windowId: c.chromeWindowId})).find((t) => t.index === Number(c.args.index));
+    const tab = (await tabsInOrder(c.chromeWindowId))[Number(c.args.index)];
     if (!tab) throw new Error(`No tab ${c.args.index} in this window.`);
     await chrome.tabs.update(tab.id, {active: true});
     await setDriven(c, tab.id);

@@ -150,11 +150,19 @@ def post_result(api_key_id, command_id, result):
     return {"accepted": bool(done)}
 
 
-def send_command(window_id, name, args, timeout, task_id=None, action_execution_id=None):
+class CommandStopped(Exception):
+    """`should_stop` turned true (the task was cancelled) while the command waited."""
+
+
+STOP_CHECK_SECONDS = 0.5  # how soon a cancel is noticed while a long command (a wait) runs
+
+
+def send_command(window_id, name, args, timeout, task_id=None, action_execution_id=None, should_stop=None):
     """Queue a command for a window and block until its result (`{"status", "data", "error"}`).
 
-    Raises CommandTimeout when no result came within `timeout` seconds; the command is then withdrawn so a
-    late extension never runs it."""
+    Raises CommandTimeout when no result came within `timeout` seconds, CommandStopped when `should_stop()`
+    turned true; the command is then withdrawn so a late extension never runs it. The result wakes this
+    thread through NOTIFY; `should_stop` is read between slices of the wait."""
     command = WindowCommand(window_id=window_id, name=name, args=args or {}, task_id=task_id,
                             action_execution_id=action_execution_id, expires_at=now_plus(timeout))
     db.session.add(command)
@@ -173,13 +181,16 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
             if row.state == "done":
                 return row.result
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            stopped = should_stop is not None and should_stop()
+            if remaining <= 0 or stopped:
                 db.session.execute(update(WindowCommand).where(WindowCommand.id == command_id,
                                                                WindowCommand.state != "done")
                                    .values(state="expired", completed_at=now()))
                 db.session.commit()
+                if stopped:
+                    raise CommandStopped(f"Stopped while the browser window ran '{name}'.")
                 raise CommandTimeout(f"The browser window did not answer '{name}' within {timeout:g} s.")
-            waiters.wait(woken, remaining)
+            waiters.wait(woken, remaining if should_stop is None else min(remaining, STOP_CHECK_SECONDS))
 
 
 def _notify(key):

@@ -115,6 +115,9 @@ class AgentLoop:
             }
             if observation.trace_result is not None:
                 entry["result"] = self.secrets.redact(observation.trace_result)
+            if observation.failed:  # the entry says why (element not found, navigation refused, timeout)
+                entry.update(failed=True, error=observation.text[:500])
+            entry.update(self.environment.trace_fields())
             self.state.trace.append(entry)
             self.state.conversation.add_call(action)
             self.state.conversation.add_result(action.call_id, observation.text)

@@ -8,7 +8,7 @@ trusted events like Selenium's.
 """
 import base64
 
-from app.windows.service import CommandTimeout, send_command
+from app.windows.service import CommandStopped, CommandTimeout, send_command
 
 from .base import Browser, BrowserError, BrowserUnavailable, NavigationRefused, PageReading
 
@@ -30,9 +30,12 @@ class ExtensionBrowser(Browser):
 
     def _command(self, name, timeout=None, **args):
         try:
-            result = send_command(self.window_id, name, args, timeout or self.timeout, task_id=self.task_id)
+            result = send_command(self.window_id, name, args, timeout or self.timeout, task_id=self.task_id,
+                                  should_stop=self.should_stop)
         except CommandTimeout as exc:
             raise BrowserUnavailable(f"{exc} Is the browser still open and the extension connected?") from None
+        except CommandStopped as exc:
+            raise BrowserError(str(exc)) from None
         if result.get("status") != "success":
             error = result.get("error") or f"The extension could not do '{name}'."
             if any(marker in error for marker in GONE):
@@ -124,6 +127,7 @@ class ExtensionBrowser(Browser):
         if self._closed:
             return
         self._closed = True
+        self.should_stop = lambda: False  # a cancelled task still tells the side panel it is over
         try:
             self._command("task_end", timeout=10, status=status)
         except BrowserError:
