@@ -5,6 +5,7 @@ import time
 
 from sqlalchemy import update
 
+from app.crypto import seal
 from app.extensions import db
 from app.models import BrowserWindow, WindowCommand
 from tests.conftest import make_key, submit
@@ -88,12 +89,13 @@ def test_a_command_wakes_the_long_poll_and_its_result_wakes_the_sender(app, clie
     assert response.get_json() == {"accepted": True}
     thread.join(25)
     assert results["result"] == {"status": "success", "data": {"url": "http://x/"}, "error": None}
+    assert db.session.query(WindowCommand).count() == 0  # consumed: nothing of it stays at rest
 
 
 def test_a_delivered_command_is_handed_out_again_until_the_extension_says_it_runs_it(client, api_key):
     """A poll's answer can be lost (Chromium stopped the service worker while it waited): no command may be."""
     window_id = register(client, api_key)
-    command = WindowCommand(window_id=window_id, name="get_url", args={},
+    command = WindowCommand(window_id=window_id, name="get_url", args=seal({}),
                             expires_at=db.text("now() + interval '1 minute'"))
     db.session.add(command)
     db.session.commit()
@@ -109,7 +111,7 @@ def test_a_delivered_command_is_handed_out_again_until_the_extension_says_it_run
 
 def test_another_key_cannot_post_a_result(client, api_key, other_key):
     window_id = register(client, api_key)
-    command = WindowCommand(window_id=window_id, name="get_url", args={},
+    command = WindowCommand(window_id=window_id, name="get_url", args=seal({}),
                             expires_at=db.text("now() + interval '1 minute'"))
     db.session.add(command)
     db.session.commit()
@@ -170,3 +172,36 @@ def test_old_commands_are_purged(client, api_key):
     db.session.commit()
     assert purge_old_commands() == 1
     assert db.session.query(WindowCommand).count() == 1
+
+
+def test_arguments_and_results_are_sealed_at_rest(app, client, api_key):
+    """A `type` command carries a secret's value; a result can carry a page showing one."""
+    from sqlalchemy import text
+
+    from app.windows.service import send_command
+
+    window_id = register(client, api_key)
+    secret = "Horse!Battery staple#9"
+
+    def sender():
+        with app.app_context():
+            send_command(window_id, "type", {"target": "#p", "text": secret}, timeout=30)
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    commands = poll(client, api_key, [window_id], wait=10)["commands"]
+    assert commands[0]["args"] == {"target": "#p", "text": secret}  # the extension gets the value
+    at_rest = lambda: db.session.execute(text("SELECT row_to_json(c)::text FROM window_commands c")).scalars().all()  # noqa: E731
+    assert at_rest() and all(secret not in row for row in at_rest())
+    client.post(f"{WINDOWS}/commands/{commands[0]['commandId']}/result", json={"status": "success"},
+                headers={"x-api-key": api_key})
+    thread.join(25)
+    # A result nobody has consumed yet (the sender would delete the row) is sealed too.
+    command = WindowCommand(window_id=window_id, name="get_url", args=seal({}),
+                            expires_at=db.text("now() + interval '1 minute'"))
+    db.session.add(command)
+    db.session.commit()
+    client.post(f"{WINDOWS}/commands/{command.id}/result", json={"status": "success", "data": {"echo": secret}},
+                headers={"x-api-key": api_key})
+    db.session.rollback()
+    assert len(at_rest()) == 1 and secret not in at_rest()[0]

@@ -7,8 +7,8 @@ from ..auth import require_api_key
 from ..ratelimits import polls_limit, requests_limit
 from . import service
 from .schemas import (
-    AcceptedResultSchema, CommandResultSchema, ExtensionActionResultSchema, ExtensionActionSchema, PollResultSchema,
-    PollSchema, RegisterSchema, WindowListQuerySchema, WindowListSchema, WindowSchema, WindowTaskListSchema,
+    AcceptedResultSchema, CommandResultSchema, ExtensionActionResultSchema, ExtensionActionSchema,
+    PollResultSchema, PollSchema, RegisterSchema, WindowListQuerySchema, WindowListSchema, WindowSchema, WindowTaskListSchema,
 )
 
 blp = Blueprint("browser-windows", __name__, url_prefix="/fast/v2",
@@ -103,11 +103,12 @@ class ExtensionAction(MethodView):
     @blp.response(200, ExtensionActionResultSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
-    @blp.alt_response(404, schema="Error", description="Browser window not found (unknown, offline, another key's)")
+    @blp.alt_response(404, schema="Error",
+                      description="Browser window not found (unknown, offline, another key's)")
     @blp.alt_response(504, schema="Error", description="The window did not answer in time")
     def post(self, data):
         """Run an action in a browser window
 
-        The SDK's direct actions (go_to_url, get_screenshot, agentic_selector, ...), executed by the extension.
+        The SDK's direct actions (go_to_url, get_screenshot, agentic_selector, ...), run by the extension.
         """
         return service.run_extension_action(g.api_key.id, data)

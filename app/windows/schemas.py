@@ -36,7 +36,7 @@ class PollSchema(LenientSchema):
                                    validate=validate.Length(min=1, max=50))
     running = fields.List(fields.String(validate=validate.Length(max=36)), load_default=list,
                           validate=validate.Length(max=200), metadata={
-                              "description": "Commands the extension is executing now (not handed out again)"})
+                              "description": "Commands the extension runs now (not handed out again)"})
     wait = fields.Float(load_default=20, validate=validate.Range(min=0, max=MAX_POLL_SECONDS), metadata={
         "description": f"Seconds to hold the request open for a command (at most {MAX_POLL_SECONDS})"})
 

@@ -1,4 +1,4 @@
-"""The window channel: windows register, long-poll for commands (a heartbeat), post results; workers send commands.
+"""The window channel: windows register, long-poll for commands (a heartbeat), post results; workers send.
 
 Commands and results are rows (`window_commands`): a web restart or a stopped extension service worker loses
 nothing. Both directions wake through the process's one Postgres LISTEN connection (`app.waiting`), the one
@@ -8,8 +8,9 @@ import json
 import time
 
 from flask import current_app
-from sqlalchemy import func, select, text, update
+from sqlalchemy import delete, func, select, text, update
 
+from ..crypto import seal, unseal
 from ..errors import ApiError
 from ..extensions import db
 from ..models import BrowserWindow, WindowCommand, now, now_plus
@@ -88,7 +89,7 @@ def close(api_key_id, window_id):
     failed = db.session.execute(
         update(WindowCommand).where(WindowCommand.window_id == window_id, WindowCommand.state != "done")
         .values(state="done", completed_at=now(),
-                result={"status": "error", "data": None, "error": "The browser window was closed."})
+                result=seal({"status": "error", "data": None, "error": "The browser window was closed."}))
         .returning(WindowCommand.id)).scalars().all()
     for command_id in failed:
         _notify(f"command:{command_id}")
@@ -100,7 +101,7 @@ def poll(api_key_id, window_ids, wait_seconds, running=()):
     delivered), waiting up to `wait_seconds` for one. Windows unknown to this key come back in `unknown`.
 
     A delivered command the extension does not list in `running` is handed out again: the answer to an
-    earlier poll can be lost (Chromium stopped the service worker while it waited), and a command must not be."""
+    earlier poll can be lost (Chromium stopped the service worker while it waited); a command must not be."""
     owned = set(db.session.execute(select(BrowserWindow.id).where(
         BrowserWindow.id.in_(window_ids), BrowserWindow.api_key_id == api_key_id,
         BrowserWindow.closed_at.is_(None))).scalars())
@@ -120,7 +121,8 @@ def poll(api_key_id, window_ids, wait_seconds, running=()):
 
 
 def _deliver(window_ids, running):
-    db.session.execute(update(BrowserWindow).where(BrowserWindow.id.in_(window_ids)).values(last_seen_at=now()))
+    db.session.execute(update(BrowserWindow).where(BrowserWindow.id.in_(window_ids))
+                       .values(last_seen_at=now()))
     rows = db.session.execute(
         update(WindowCommand)
         .where(WindowCommand.window_id.in_(window_ids), WindowCommand.state.in_(("pending", "delivered")),
@@ -131,7 +133,13 @@ def _deliver(window_ids, running):
     db.session.commit()  # also gives the connection back while the request waits
     rows.sort(key=lambda r: r.created_at)
     return [{"commandId": r.id, "browserWindowId": r.window_id, "requestId": r.task_id, "name": r.name,
-             "args": r.args, "expiresAt": r.expires_at.isoformat()} for r in rows]
+             "args": _opened(r.args), "expiresAt": r.expires_at.isoformat()} for r in rows]
+
+
+def _opened(value):
+    """Arguments and results are sealed at rest: a `type` command holds a secret's value, a result can hold
+    a page that shows one."""
+    return unseal(value) if isinstance(value, str) else value
 
 
 def post_result(api_key_id, command_id, result):
@@ -140,8 +148,9 @@ def post_result(api_key_id, command_id, result):
     if command is None or db.session.get(BrowserWindow, command.window_id).api_key_id != api_key_id:
         raise ApiError(404, "Not Found", f"No command '{command_id}' for this API key.")
     done = db.session.execute(
-        update(WindowCommand).where(WindowCommand.id == command_id, WindowCommand.state != "done")
-        .values(state="done", result=result, completed_at=now())).rowcount
+        update(WindowCommand).where(WindowCommand.id == command_id,
+                                    WindowCommand.state.in_(("pending", "delivered")))
+        .values(state="done", result=seal(result), completed_at=now())).rowcount
     db.session.execute(update(BrowserWindow).where(BrowserWindow.id == command.window_id)
                        .values(last_seen_at=now()))
     if done:
@@ -163,7 +172,7 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
     Raises CommandTimeout when no result came within `timeout` seconds, CommandStopped when `should_stop()`
     turned true; the command is then withdrawn so a late extension never runs it. The result wakes this
     thread through NOTIFY; `should_stop` is read between slices of the wait."""
-    command = WindowCommand(window_id=window_id, name=name, args=args or {}, task_id=task_id,
+    command = WindowCommand(window_id=window_id, name=name, args=seal(args or {}), task_id=task_id,
                             action_execution_id=action_execution_id, expires_at=now_plus(timeout))
     db.session.add(command)
     db.session.flush()
@@ -176,16 +185,21 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
         while True:
             woken.clear()
             row = db.session.execute(select(WindowCommand.state, WindowCommand.result)
-                                     .where(WindowCommand.id == command_id)).one()
+                                     .where(WindowCommand.id == command_id)).one_or_none()
             db.session.rollback()
+            if row is None:  # its window was deleted
+                return {"status": "error", "data": None, "error": "The browser window was closed."}
             if row.state == "done":
-                return row.result
+                # Consumed: the row goes, and with it the sealed arguments and result.
+                db.session.execute(delete(WindowCommand).where(WindowCommand.id == command_id))
+                db.session.commit()
+                return _opened(row.result)
             remaining = deadline - time.monotonic()
             stopped = should_stop is not None and should_stop()
             if remaining <= 0 or stopped:
                 db.session.execute(update(WindowCommand).where(WindowCommand.id == command_id,
                                                                WindowCommand.state != "done")
-                                   .values(state="expired", completed_at=now()))
+                                   .values(state="expired", completed_at=now(), args=seal({})))
                 db.session.commit()
                 if stopped:
                     raise CommandStopped(f"Stopped while the browser window ran '{name}'.")
@@ -229,7 +243,7 @@ def window_tasks(api_key_id, window_id, limit=10):
 
 def purge_old_commands(keep_seconds=86400):
     """Delete commands finished or expired more than `keep_seconds` ago (beat, hourly); returns how many."""
-    from sqlalchemy import delete, or_
+    from sqlalchemy import or_
 
     deleted = db.session.execute(delete(WindowCommand).where(or_(
         WindowCommand.completed_at < now_plus(-keep_seconds),

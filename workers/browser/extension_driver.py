@@ -1,10 +1,10 @@
 """The extension driver: the Browser interface carried out by our extension in the caller's own window.
 
-Each method is one command through `app.windows.service` (a row the extension long-polls for, its result a row
-whose NOTIFY wakes this worker). Screenshots are `chrome.tabs.captureVisibleTab`: no "being debugged" banner in
-the user's window, at the price of Chromium's 2 captures a second (the extension waits and retries; the agent
-takes at most one per action). Key presses use `chrome.debugger` only for the moment of the press, so they are
-trusted events like Selenium's.
+Each method is one command through `app.windows.service` (a row the extension long-polls for, its result a
+row whose NOTIFY wakes this worker). Screenshots are `chrome.tabs.captureVisibleTab`: no "being debugged"
+banner in the user's window, at the price of Chromium's 2 captures a second (the extension waits and
+retries; the agent takes at most one per action). Key presses use `chrome.debugger` only for the moment of
+the press, so they are trusted events like Selenium's.
 """
 import base64
 
@@ -13,7 +13,8 @@ from app.windows.service import CommandStopped, CommandTimeout, send_command
 from .base import Browser, BrowserError, BrowserUnavailable, NavigationRefused, PageReading
 
 # Errors the extension reports when the user took the window or tab away: the task cannot go on.
-GONE = ("was closed", "moved to another window", "not one of this extension's windows", "The window has no tab")
+GONE = ("was closed", "moved to another window", "not one of this extension's windows",
+        "The window has no tab")
 
 
 class ExtensionBrowser(Browser):
@@ -33,7 +34,8 @@ class ExtensionBrowser(Browser):
             result = send_command(self.window_id, name, args, timeout or self.timeout, task_id=self.task_id,
                                   should_stop=self.should_stop)
         except CommandTimeout as exc:
-            raise BrowserUnavailable(f"{exc} Is the browser still open and the extension connected?") from None
+            raise BrowserUnavailable(
+                f"{exc} Is the browser still open and the extension connected?") from None
         except CommandStopped as exc:
             raise BrowserError(str(exc)) from None
         if result.get("status") != "success":
@@ -112,8 +114,8 @@ class ExtensionBrowser(Browser):
             raise BrowserError(f"Timed out after {float(timeout):g} s waiting for {what}.")
 
     def upload(self, target, path):
-        raise BrowserError("Uploading files is not available in client mode: the extension cannot fill a file "
-                           "input with a file from the service. Use executionMode 'cloud_browser'.")
+        raise BrowserError("Uploading files is not available in client mode: the extension cannot fill a "
+                           "file input with a file from the service. Use executionMode 'cloud_browser'.")
 
     def run_js(self, code):
         return self._command("run_js", code=code)["result"]
