@@ -162,3 +162,18 @@ def test_after_the_service_worker_was_stopped_the_next_task_runs(client, browser
     body = wait_for_status(client, module_key, request_id, timeout=120)
     assert body["status"] == "success", body
     assert body["response"]["text"] == "Welcome back"
+
+
+def test_navigation_follows_the_outbound_policy(client, browser, window, module_key, pages, app):
+    """The agent's go to in the user's window is checked like the cloud browser's: private addresses refused."""
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="client-egress", env={"ALLOW_PRIVATE_URLS": "false"})
+    try:
+        before = list(pages.requests)
+        request_id = submit(client, module_key, client_task(
+            window, f"/Operator\ngo to {pages.url('/report')}\nextract h1")).get_json()["requestId"]
+        body = wait_for_status(client, module_key, request_id, timeout=60)
+    finally:
+        worker.stop()
+    assert body["status"] == "error"
+    assert body["response"]["text"].startswith(f"Refused to open {pages.url('/report')}")
+    assert pages.requests == before  # the browser never asked for it

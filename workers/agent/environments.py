@@ -441,15 +441,12 @@ class ClientBrowserEnvironment(BrowserEnvironment):
     """`executionMode: "client"`: the caller's own window, driven by our extension through the window channel."""
 
     def start_browser(self, task, should_stop, config):
-        from functools import partial
-
-        from app.netguard import check_url
         from workers.browser.extension_driver import ExtensionBrowser
 
-        # The user's browser, but the agent's navigation follows the same policy as the cloud browser's.
-        check = None if config["ALLOW_PRIVATE_URLS"] else partial(check_url, allow_private=False)
+        # The user's own browser, but the agent's navigation follows the service's outbound policy.
         return ExtensionBrowser(task.browser_window_id, task.id, timeout=config["WINDOW_COMMAND_TIMEOUT_SECONDS"],
-                                check_url=check, should_stop=should_stop).begin(task.prompt)
+                                check_url=Policy.from_config(config).check_url,
+                                should_stop=should_stop).begin(task.prompt)
 
     def _act(self, what, done=None):
         try:
