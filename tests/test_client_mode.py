@@ -61,11 +61,13 @@ def test_builtin_steps_run_in_the_callers_window(client, browser, window, module
     trace = body["response"]["actionTrace"]
     assert [e["action"] for e in trace[:-1]] == [
         f"go to {pages.url('/login')}", 'type ada into "Username"', 'type ${PASSWORD} into "Password"',
-        'click "Sign in"', 'click "Open the sales report"', 'select "South" in "Region"',
-        'wait for "South total"', "extract #total"]
+        'click "Sign in"', 'click "Open the sales report"', "switch to tab 1", "switch to tab 2",
+        'select "South" in "Region"', 'wait for "South total"', "extract #total"]
     urls = [e["url"] for e in trace[:-1]]
     assert urls[3] == pages.url("/home") + "?username=ada&password=${PASSWORD}"
-    assert urls[4:] == [pages.url("/report")] * 4  # the tab the page opened was followed
+    assert urls[4] == pages.url("/report")  # the tab the page opened was followed
+    assert urls[5] == urls[3]  # back in the first tab, and then in the second again
+    assert urls[6:] == [pages.url("/report")] * 4
     assert [r for r in pages.requests if r.startswith("/home?")][-1] == f"/home?username=ada&password={quote_plus(SECRET)}"
     # The work happened in the user's window: its tabs show the pages.
     handles = browser.driver.window_handles
@@ -75,7 +77,7 @@ def test_builtin_steps_run_in_the_callers_window(client, browser, window, module
         titles.append(browser.driver.title)
     assert "Sales report" in titles and "Home" in titles
     assert_secret_nowhere(request_id, body, client_worker.output())
-    assert_gif_saved_by_the_extension(client, module_key, request_id, body, browser, actions=8)
+    assert_gif_saved_by_the_extension(client, module_key, request_id, body, browser, actions=10)
     close_other_tabs(browser)
 
 
