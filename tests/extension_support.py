@@ -85,6 +85,11 @@ class ExtensionBrowser:
         worker = [t for t in targets if t["type"] == "service_worker" and self.id in t["url"]]
         assert worker, f"no service worker of the extension among {targets}"
         self.driver.execute_cdp_cmd("ServiceWorker.stopAllWorkers", {})
+        deadline = time.monotonic() + 10
+        while any(t["type"] == "service_worker" and self.id in t["url"]
+                  for t in self.driver.execute_cdp_cmd("Target.getTargets", {})["targetInfos"]):
+            assert time.monotonic() < deadline, "the extension's service worker did not stop"
+            time.sleep(0.1)
         return worker[0]
 
     def screenshot(self, path):

@@ -139,20 +139,16 @@ def test_a_page_cannot_message_the_extension(browser, window, web, module_key, p
 
 
 def test_a_stopped_service_worker_reconnects_and_loses_no_command(browser, window, web, module_key, pages):
-    import time
-
     from tests.extension_support import wait_for_window
 
     assert action(web.base, module_key, window, "go_to_url", url=pages.url("/form"), new_tab=False).json()["status"] \
         == "success"
     browser.stop_service_worker()
     # The command is issued while nothing polls; it waits as a row until the worker is back (its alarm).
-    started = time.monotonic()
     response = action(web.base, module_key, window, "get_url", timeout=120)
     assert response.status_code == 200, response.text
     assert json.loads(response.json()["data"]) == {"url": pages.url("/form")}
     assert wait_for_window(web.base, module_key) == window
-    assert time.monotonic() - started < 120
 
 
 def test_the_manifest_pins_the_documented_id_and_opens_nothing_to_pages():
