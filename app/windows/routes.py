@@ -75,6 +75,7 @@ class Poll(MethodView):
     @blp.arguments(PollSchema)
     @blp.response(200, PollResultSchema)
     @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(503, schema="Error", description="This server holds as many waiting requests as it may")
     def post(self, data):
         """Wait for commands (the extension's heartbeat)
 

@@ -110,7 +110,8 @@ def poll(api_key_id, window_ids, wait_seconds, running=()):
         return {"commands": [], "unknown": unknown}
     waiters = current_app.extensions["task_waiters"]
     deadline = time.monotonic() + min(wait_seconds, MAX_POLL_SECONDS)
-    with waiters.watch_many([f"window:{w}" for w in owned]) as woken:
+    # A held poll takes a thread like a `wait: true` request: it counts against the same limit (503 beyond).
+    with waiters.slot(), waiters.watch_many([f"window:{w}" for w in owned]) as woken:
         while True:
             woken.clear()
             commands = _deliver(owned, set(running))
