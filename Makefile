@@ -8,7 +8,7 @@ LLM_STAMP  := $(VENV)/.installed-llm
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser browser-or-warn extension openapi docs bench bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -50,7 +50,7 @@ run: $(STAMP) browser-or-warn $(RUN_NEEDS)
 	  web worker webhooks beat $(RUN_MODEL)
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) $(LLM_STAMP) services browser
+test: $(TEST_STAMP) $(LLM_STAMP) services browser extension
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 services:
@@ -82,6 +82,11 @@ bench-profile: $(STAMP)
 	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.profile
+
+## The extension's copy of the one page script (DESIGN.md §6); tests/test_extension_files.py fails when they differ.
+extension: extension/page.js
+extension/page.js: workers/browser/page.js
+	cp workers/browser/page.js extension/page.js
 
 openapi: $(STAMP)
 	$(BIN)/remote-dispatch openapi write openapi.json

@@ -15,6 +15,7 @@ app.conf.beat_schedule = {
     "publish-due-webhooks": {"task": "workers.sweep_webhooks", "schedule": _sweep},
     "purge-idempotency-keys": {"task": "workers.purge_idempotency_keys", "schedule": 3600},
     "purge-expired-files": {"task": "workers.purge_expired_files", "schedule": 300},
+    "purge-window-commands": {"task": "workers.purge_window_commands", "schedule": 3600},
 }
 
 from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)

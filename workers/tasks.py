@@ -43,6 +43,13 @@ def purge_idempotency_keys():
     return sweeps.purge_idempotency_keys()
 
 
+@shared_task(name="workers.purge_window_commands")
+def purge_window_commands():
+    from app.windows.service import purge_old_commands
+
+    return purge_old_commands()
+
+
 @shared_task(name="workers.purge_expired_files")
 def purge_expired_files():
     return sweeps.purge_expired_files()

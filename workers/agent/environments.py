@@ -20,7 +20,7 @@ from . import attachments, pages
 from .actions import STRING, Finish, Observation, Outcome, Tool, params
 from .mcp import McpFailure
 
-from workers.browser.base import BrowserError
+from workers.browser.base import BrowserError, BrowserUnavailable
 
 log = logging.getLogger(__name__)
 MAX_OBSERVATION_CHARS = 20000
@@ -437,8 +437,44 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
 
 
+class ClientBrowserEnvironment(BrowserEnvironment):
+    """`executionMode: "client"`: the caller's own window, driven by our extension through the window channel."""
+
+    def start_browser(self, task, should_stop, config):
+        from workers.browser.extension_driver import ExtensionBrowser
+
+        # The user's own browser, but the agent's navigation follows the service's outbound policy.
+        return ExtensionBrowser(task.browser_window_id, task.id, timeout=config["WINDOW_COMMAND_TIMEOUT_SECONDS"],
+                                check_url=Policy.from_config(config).check_url,
+                                should_stop=should_stop).begin(task.prompt)
+
+    def _act(self, what, done=None):
+        try:
+            result = what()
+            return done(result) if done else self._view()
+        except BrowserUnavailable as exc:  # the user closed the tab or window: no later step can work
+            raise Finish(Outcome("error", str(exc))) from None
+        except BrowserError as exc:
+            return Observation(str(exc), self.url(), failed=True)
+
+    def url(self):
+        try:
+            return super().url()
+        except BrowserError:
+            return ""
+
+    def store_gif(self):
+        super().store_gif()
+        data = self.recorder.gif()
+        if data:
+            try:
+                self.browser.save_gif(data)  # also into the user's Downloads/remote-dispatch/
+            except BrowserError:
+                log.warning("task %s: the extension could not save the GIF", self.task.id, exc_info=True)
+
+
 # executionMode → browser environment class for the web agent; the browser issues register theirs here.
-BROWSER_ENVIRONMENTS = {"cloud_browser": CloudBrowserEnvironment}
+BROWSER_ENVIRONMENTS = {"cloud_browser": CloudBrowserEnvironment, "client": ClientBrowserEnvironment}
 
 
 def environment_for(task, should_stop, config):
