@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser sdk openapi docs bench bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -31,11 +31,23 @@ run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} web worker webhooks beat
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) services browser
+test: $(TEST_STAMP) services browser sdk
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 services:
 	bash tests/ensure_services.sh
+
+## The official `narada` SDK (Python >= 3.12) and Playwright in a venv of their own, from
+## requirements-sdk.txt: tests/sdk_support.py runs scripts with it against the live service.
+SDK_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12))
+SDK_VENV   := .venv-sdk
+SDK_STAMP  := $(SDK_VENV)/.installed
+sdk: $(SDK_STAMP)
+$(SDK_STAMP): requirements-sdk.txt
+	@test -n "$(SDK_PYTHON)" -a -x "$(SDK_PYTHON)" || { echo "The narada SDK needs Python 3.12: none in ~/.pyenv/versions (pyenv install 3.12, or make SDK_PYTHON=/path/to/python3.12)"; exit 1; }
+	test -x $(SDK_VENV)/bin/python || $(SDK_PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/pip install -q -r requirements-sdk.txt
+	touch $(SDK_STAMP)
 
 ## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers).
 browser:
@@ -64,4 +76,4 @@ openapi: $(STAMP)
 docs: openapi
 
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) $(SDK_VENV) var .pytest_cache

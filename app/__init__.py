@@ -13,6 +13,7 @@ def create_app(overrides=None):
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
     from .files.routes import blp as files_blp
+    from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
     from .waiting import TaskWaiters
 
@@ -42,6 +43,7 @@ def create_app(overrides=None):
     api.register_blueprint(dispatch_blp)
     api.register_blueprint(webhooks_blp)
     api.register_blueprint(files_blp)
+    api.register_blueprint(sessions_blp)
     app.register_blueprint(health.blp)
     console.init_app(app)
     # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.

@@ -111,6 +111,16 @@ def load():
         # Embedded SQLite has no NOTIFY: waiting requests re-read their task this often.
         "WAIT_POLL_SECONDS": _env("WAIT_POLL_SECONDS", 0.5, float),
         "IDEMPOTENCY_TTL_SECONDS": _env("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, int),
+        # Kept cloud browser sessions: idle limit (default, and the most a caller may ask for), how many
+        # a key may hold open, and where the browser runs (a Grid, or a chromedriver started here).
+        "CLOUD_SESSION_TIMEOUT_SECONDS": _env("CLOUD_SESSION_TIMEOUT_SECONDS", 600, int),
+        "CLOUD_SESSION_MAX_TIMEOUT_SECONDS": _env("CLOUD_SESSION_MAX_TIMEOUT_SECONDS", 4 * 3600, int),
+        "CLOUD_SESSIONS_PER_KEY": _env("CLOUD_SESSIONS_PER_KEY", 5, int),
+        "SELENIUM_REMOTE_URL": _env("SELENIUM_REMOTE_URL"),
+        "CHROMIUM_PATH": _env("CHROMIUM_PATH", "/usr/bin/chromium"),
+        "CHROMEDRIVER_PATH": _env("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
+        # The SDK refuses to run when older than this (GET /fast/v2/sdk/config).
+        "SDK_MIN_VERSION": _env("SDK_MIN_VERSION", "0.2.0"),
         # The console's signed session cookie; unset: derived from ENCRYPTION_KEY.
         "SECRET_KEY": _env("SECRET_KEY"),
         "CONSOLE_SESSION_HOURS": _env("CONSOLE_SESSION_HOURS", 12, float),

@@ -13,6 +13,7 @@ app.conf.beat_schedule = {
     "publish-due-webhooks": {"task": "workers.sweep_webhooks", "schedule": _sweep},
     "purge-idempotency-keys": {"task": "workers.purge_idempotency_keys", "schedule": 3600},
     "purge-expired-files": {"task": "workers.purge_expired_files", "schedule": 300},
+    "end-idle-sessions": {"task": "workers.sweep_idle_sessions", "schedule": _sweep},
 }
 
 from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)

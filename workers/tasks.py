@@ -46,3 +46,8 @@ def purge_idempotency_keys():
 @shared_task(name="workers.purge_expired_files")
 def purge_expired_files():
     return sweeps.purge_expired_files()
+
+
+@shared_task(name="workers.sweep_idle_sessions")
+def sweep_idle_sessions():
+    return sweeps.end_idle_sessions()

@@ -148,8 +148,12 @@ class Environment:
         raise Finish(Outcome("error", reason))
 
     def do_ask_user(self, question):
-        hitl = {"inputId": str(uuid.uuid4()),
-                "action": {"name": "prompt_for_user_input", "question": question, "inputType": "text"}}
+        input_id = str(uuid.uuid4())
+        # The SDK's shape (PromptForUserInputRequest: step_id, variables, prompt_message) plus ours.
+        hitl = {"inputId": input_id,
+                "action": {"name": "prompt_for_user_input", "question": question, "inputType": "text",
+                           "step_id": input_id, "prompt_message": question,
+                           "variables": [{"name": "answer", "type": "string", "required": True}]}}
         raise Finish(Outcome("input-required", question, hitl=hitl))
 
     def do_wait(self, seconds):
