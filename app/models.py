@@ -134,7 +134,9 @@ class CloudSession(db.Model):
     host: Mapped[str | None] = mapped_column(String(200))
     pid: Mapped[int | None] = mapped_column(Integer)
     profile_dir: Mapped[str | None] = mapped_column(Text)
-    cdp_token_hash: Mapped[str | None] = mapped_column(String(64))  # sha256 of the CDP credential
+    # CDP access (the SDK's CloudBrowserEnvironment): the credential its proxy accepts (encrypted), and the URL.
+    cdp_token_sealed: Mapped[str | None] = mapped_column(Text)
+    cdp_url: Mapped[str | None] = mapped_column(Text)
     cdp_proxy_pid: Mapped[int | None] = mapped_column(Integer)
     busy_task_id: Mapped[str | None] = mapped_column(String(36))  # the task driving it now
     end_reason: Mapped[str | None] = mapped_column(String(40))

@@ -119,6 +119,9 @@ def load():
         "SELENIUM_REMOTE_URL": _env("SELENIUM_REMOTE_URL"),
         "CHROMIUM_PATH": _env("CHROMIUM_PATH", "/usr/bin/chromium"),
         "CHROMEDRIVER_PATH": _env("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
+        # The sessions' DevTools proxies listen here; CDP URLs name CDP_PUBLIC_HOST (default: the API's host).
+        "CDP_PROXY_BIND": _env("CDP_PROXY_BIND", "127.0.0.1"),
+        "CDP_PUBLIC_HOST": _env("CDP_PUBLIC_HOST"),
         # The SDK refuses to run when older than this (GET /fast/v2/sdk/config).
         "SDK_MIN_VERSION": _env("SDK_MIN_VERSION", "0.2.0"),
         # The console's signed session cookie; unset: derived from ENCRYPTION_KEY.

@@ -5,10 +5,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import requests
 
@@ -220,3 +222,32 @@ def _reap_profile_processes(profile_dir):
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and profile_processes(profile_dir):
             time.sleep(0.05)
+
+
+def start_cdp_proxy(config, debugger_address, token_sha256):
+    """Start the session's authenticating DevTools proxy (app/sessions/cdp_proxy.py): (pid, port, ws path)."""
+    if not debugger_address:
+        raise LaunchFailed("this session's browser has no DevTools endpoint.")
+    if "://" in debugger_address:  # a Grid's se:cdp URL: its path is the one endpoint allowed
+        parts = urlsplit(debugger_address)
+        target, path, prefix = f"{parts.hostname}:{parts.port or 80}", parts.path, parts.path
+    else:
+        port = debugger_address.rpartition(":")[2]
+        target, prefix = f"127.0.0.1:{port}", "/devtools/"
+        try:
+            version = requests.get(f"http://{target}/json/version", timeout=10).json()
+        except (requests.RequestException, ValueError) as exc:
+            raise LaunchFailed(f"the browser's DevTools endpoint did not answer: {exc}") from None
+        path = urlsplit(version["webSocketDebuggerUrl"]).path
+    env = {**os.environ, "CDP_TARGET": target, "CDP_TOKEN_SHA256": token_sha256, "CDP_ALLOWED_PREFIX": prefix,
+           "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1")}
+    proc = subprocess.Popen([sys.executable, "-m", "app.sessions.cdp_proxy"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    line = proc.stdout.readline().strip()
+    proc.stdout.close()
+    threading.Thread(target=proc.wait, name=f"reap-cdp-proxy-{proc.pid}", daemon=True).start()
+    if not line.isdigit():
+        _kill_group(proc.pid, None)
+        raise LaunchFailed("the DevTools proxy did not start.")
+    return proc.pid, int(line), path

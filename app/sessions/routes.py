@@ -1,5 +1,5 @@
 """Routes of /fast/v2/cloud-browser (kept browser sessions) and /fast/v2/sdk/config."""
-from flask import g, request, send_file, url_for
+from flask import Response, g, render_template_string, request, send_file, url_for
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -7,14 +7,14 @@ from ..auth import require_api_key
 from ..ratelimits import requests_limit
 from . import service
 from .schemas import (
-    CreateSessionSchema, DownloadQuerySchema, DownloadsSchema, DownloadUrlSchema, SdkConfigSchema,
+    CdpHeadersRequestSchema, CdpHeadersSchema, CdpSessionCreatedSchema, CreateSessionSchema, DownloadQuerySchema, DownloadsSchema, DownloadUrlSchema, SdkConfigSchema,
     SessionCreatedSchema, SessionQuerySchema, StopResultSchema, StopSessionSchema,
 )
 
 blp = Blueprint("cloud-browser", __name__, url_prefix="/fast/v2",
                 description="Cloud browser sessions kept between tasks, for the official SDK.")
 
-UNAUTHENTICATED = ("cloud-browser.DownloadedFile",)
+UNAUTHENTICATED = ("cloud-browser.DownloadedFile", "cloud-browser.SessionLogin")
 
 
 @blp.before_request
@@ -41,6 +41,61 @@ class CreateSession(MethodView):
         """
         row = service.create(g.api_key.id, data.get("session_name"), data.get("session_timeout"))
         return {"browser_window_id": row.browser_window_id, "session_id": row.id}
+
+
+@blp.route("/cloud-browser/create-cloud-browser-session")
+class CreateCdpSession(MethodView):
+    @requests_limit
+    @blp.arguments(CreateSessionSchema)
+    @blp.response(200, CdpSessionCreatedSchema)
+    @blp.alt_response(400, schema="Error", description="Invalid request")
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(429, schema="Error", description="Too many open sessions for this key")
+    @blp.alt_response(503, schema="Error", description="No browser could be started")
+    def post(self, data):
+        """Start a cloud browser session with CDP access
+
+        The same session, plus its Chrome DevTools Protocol WebSocket (for Playwright's
+        `connect_over_cdp`): connect with `cdp_auth_headers`, a credential valid for this session
+        only, until it ends. `login_url` shows the session's window id in `#narada-browser-window-id`.
+        """
+        row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"),
+                                             request.host.rpartition(":")[0] or request.host)
+        return {"cdp_websocket_url": row.cdp_url, "session_id": row.id, "browser_window_id": row.browser_window_id,
+                "login_url": url_for("cloud-browser.SessionLogin", token=service.login_token(row), _external=True),
+                "cdp_auth_headers": {"Authorization": f"Bearer {token}"}}
+
+
+@blp.route("/cloud-browser/generate-cdp-auth-headers")
+class CdpHeaders(MethodView):
+    @requests_limit
+    @blp.arguments(CdpHeadersRequestSchema)
+    @blp.response(200, CdpHeadersSchema)
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(404, schema="Error", description="No session of this key has that CDP URL")
+    @blp.alt_response(409, schema="Error", description="The session has ended")
+    def post(self, data):
+        """Get the CDP credential of a session again (to reconnect)"""
+        return service.cdp_auth_headers(g.api_key.id, data["cdp_websocket_url"])
+
+
+LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Remote Dispatch cloud session</title></head>
+<body><h1>Cloud browser session ready</h1><p>Browser window id:
+<span id="narada-browser-window-id">{{ window_id }}</span></p></body></html>"""
+
+
+@blp.route("/cloud-browser/login/<string:token>")
+class SessionLogin(MethodView):
+    @blp.response(200, description="An HTML page holding the window id in #narada-browser-window-id")
+    @blp.alt_response(403, schema="Error", description="Invalid or expired link")
+    @blp.doc(security=[])
+    def get(self, token):
+        """The session's start page (shows its browser window id)"""
+        row = service.window_for_login(token)
+        page = Response(render_template_string(LOGIN_PAGE, window_id=row.browser_window_id),
+                        mimetype="text/html")
+        page.headers["Cache-Control"] = "no-store"
+        return page
 
 
 @blp.route("/cloud-browser/stop-cloud-browser-session")

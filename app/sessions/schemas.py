@@ -77,3 +77,12 @@ class PackageConfigSchema(ma.Schema):
 
 class SdkConfigSchema(ma.Schema):
     packages = fields.Dict(keys=fields.String(), values=fields.Nested(PackageConfigSchema), required=True)
+
+
+class CdpHeadersRequestSchema(LenientSchema):
+    cdp_websocket_url = fields.String(required=True, validate=validate.Length(min=1, max=2000))
+
+
+class CdpHeadersSchema(ma.Schema):
+    auth_headers = fields.Dict(keys=fields.String(), values=fields.String(), required=True)
+    cloud_browser_session_id = fields.String(required=True)

@@ -8,6 +8,7 @@ from flask import current_app
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from sqlalchemy import and_, exists, func, or_, select, update
 
+from ..crypto import seal, unseal
 from ..errors import ApiError
 from ..extensions import db
 from ..models import BrowserWindow, CloudSession, Task, new_id, now, now_plus
@@ -109,7 +110,7 @@ def end(session_id, reason):
 def _mark_ended(session_id, reason):
     row = db.session.execute(
         update(CloudSession).where(CloudSession.id == session_id, CloudSession.status != ENDED)
-        .values(status=ENDED, end_reason=reason, ended_at=now(), cdp_token_hash=None)
+        .values(status=ENDED, end_reason=reason, ended_at=now(), cdp_token_sealed=None)
         .returning(CloudSession)).scalar_one_or_none()
     if row is not None:
         db.session.execute(update(BrowserWindow).where(BrowserWindow.id == row.browser_window_id)
@@ -225,8 +226,61 @@ def downloaded_file(token):
 
 # CDP access (CloudBrowserEnvironment): a credential for one session, checked by the session's proxy.
 
+def create_with_cdp(api_key_id, name, timeout, public_host):
+    """A session plus DevTools access through its own authenticating proxy: (row, token)."""
+    row = create(api_key_id, name, timeout)
+    token = secrets.token_urlsafe(32)
+    try:
+        pid, port, path = browsers.start_cdp_proxy(current_app.config, row.debugger_address, hash_token(token))
+    except browsers.LaunchFailed as exc:
+        end(row.id, "failed")
+        raise ApiError(503, "Browser Unavailable", f"CDP access could not be set up: {exc}") from None
+    host = current_app.config["CDP_PUBLIC_HOST"] or public_host
+    url = f"ws://{host}:{port}{path}"
+    updated = db.session.execute(
+        update(CloudSession).where(CloudSession.id == row.id, CloudSession.status == ACTIVE)
+        .values(cdp_token_sealed=seal(token), cdp_proxy_pid=pid, cdp_url=url).returning(CloudSession.id)).first()
+    db.session.commit()
+    if updated is None:  # stopped meanwhile
+        browsers.terminate(None, None, row.host, None, None, extra_pids=(pid,))
+        raise ApiError(409, "Session Ended", f"Cloud browser session '{row.id}' was stopped while starting.")
+    return get(api_key_id, row.id), token
+
+
+def cdp_auth_headers(api_key_id, cdp_url):
+    """The credential of the key's active session behind `cdp_url` (the SDK asks again to reconnect)."""
+    row = db.session.execute(select(CloudSession).where(
+        CloudSession.api_key_id == api_key_id, CloudSession.cdp_url == cdp_url)).scalar_one_or_none()
+    if row is None:
+        raise ApiError(404, "Session Not Found", "No cloud browser session of this API key has that CDP URL.")
+    if row.status != ACTIVE or not row.cdp_token_sealed:
+        raise ApiError(409, "Session Ended", f"Cloud browser session '{row.id}' has ended.")
+    return {"auth_headers": {"Authorization": f"Bearer {unseal(row.cdp_token_sealed)}"},
+            "cloud_browser_session_id": row.id}
+
+
 def hash_token(token):
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _login_signer():
+    return URLSafeTimedSerializer(current_app.config["ENCRYPTION_KEY"], salt="cloud-session-login")
+
+
+def login_token(row):
+    return _login_signer().dumps(row.id)
+
+
+def window_for_login(token):
+    """The window id the login page shows (the SDK reads it from #narada-browser-window-id)."""
+    try:
+        session_id = _login_signer().loads(token, max_age=DOWNLOAD_URL_TTL)
+    except BadSignature:
+        raise ApiError(403, "Forbidden", "This login link is not valid or has expired.") from None
+    row = db.session.get(CloudSession, session_id)
+    if row is None or row.status != ACTIVE:
+        raise ApiError(409, "Session Ended", "This cloud browser session has ended.")
+    return row
 
 
 def sdk_config():
