@@ -122,14 +122,11 @@ def load():
         # Embedded SQLite has no NOTIFY: waiting requests re-read their task this often.
         "WAIT_POLL_SECONDS": _env("WAIT_POLL_SECONDS", 0.5, float),
         "IDEMPOTENCY_TTL_SECONDS": _env("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, int),
-        # Kept cloud browser sessions: idle limit (default, and the most a caller may ask for), how many
-        # a key may hold open, and where the browser runs (a Grid, or a chromedriver started here).
+        # Kept cloud browser sessions: idle limit (default, and the most a caller may ask for) and how many
+        # a key may hold open. They run where cloud_browser does (SELENIUM_REMOTE_URL, or chromedriver here).
         "CLOUD_SESSION_TIMEOUT_SECONDS": _env("CLOUD_SESSION_TIMEOUT_SECONDS", 600, int),
         "CLOUD_SESSION_MAX_TIMEOUT_SECONDS": _env("CLOUD_SESSION_MAX_TIMEOUT_SECONDS", 4 * 3600, int),
         "CLOUD_SESSIONS_PER_KEY": _env("CLOUD_SESSIONS_PER_KEY", 5, int),
-        "SELENIUM_REMOTE_URL": _env("SELENIUM_REMOTE_URL"),
-        "CHROMIUM_PATH": _env("CHROMIUM_PATH", "/usr/bin/chromium"),
-        "CHROMEDRIVER_PATH": _env("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
         # The sessions' DevTools proxies listen here; CDP URLs name CDP_PUBLIC_HOST (default: the API's host).
         "CDP_PROXY_BIND": _env("CDP_PROXY_BIND", "127.0.0.1"),
         "CDP_PUBLIC_HOST": _env("CDP_PUBLIC_HOST"),

@@ -44,19 +44,24 @@ def downloads_dir(config, session_id):
     return session_dir(config, session_id) / "downloads"
 
 
-def chrome_options(profile_dir=None, downloads=None):
-    args = ["--headless=new", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900",
-            "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"]
+def chrome_options(config, profile_dir=None, downloads=None):
+    """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser."""
+    width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
+    args = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
+            "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain",
+            f"--window-size={int(width)},{int(height or 900)}", f"--lang={config.get('BROWSER_LOCALE', 'en-US')}"]
     if os.geteuid() == 0:  # Chromium refuses to run as root with its sandbox
         args.append("--no-sandbox")
+    if config.get("BROWSER_PROXY"):  # the egress policy's proxy, as for cloud_browser
+        args += [f"--proxy-server=http://{config['BROWSER_PROXY']}", "--proxy-bypass-list=<-loopback>"]
     if profile_dir:
         args.append(f"--user-data-dir={profile_dir}")
-    options = {"args": args}
+    prefs = {"credentials_enable_service": False, "profile.password_manager_enabled": False,
+             "download.prompt_for_download": False}
     if downloads:
-        options["prefs"] = {"download.default_directory": str(downloads), "download.prompt_for_download": False,
-                            "download.directory_upgrade": True}
-    return options
+        prefs.update({"download.default_directory": str(downloads), "download.directory_upgrade": True})
+    return {"args": args, "prefs": prefs}
 
 
 def launch(config, session_id):
@@ -68,7 +73,7 @@ def launch(config, session_id):
 
 def _launch_on_grid(config, session_id):
     url = config["SELENIUM_REMOTE_URL"].rstrip("/")
-    caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options()})
+    caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options(config)})
     return Launched(url, caps["sessionId"], caps["capabilities"].get("se:cdp"), host="grid")
 
 
@@ -92,7 +97,7 @@ def _launch_local(config, session_id):
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc)
-        options = {**chrome_options(profile, downloads), "binary": config["CHROMIUM_PATH"]}
+        options = {**chrome_options(config, profile, downloads), "binary": config["CHROMIUM_PATH"]}
         caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": options})
     except BaseException:
         _kill_group(proc.pid, str(profile))
