@@ -212,3 +212,19 @@ def test_another_keys_session_is_not_found_for_the_sdk(service, api_key):
         stopped = requests.post(service.api_base + "/cloud-browser/stop-cloud-browser-session",
                                 headers={"x-api-key": owner}, json={"session_id": created["session"]}, timeout=30)
         assert stopped.json()["success"] is True
+
+
+def test_a_stopped_session_is_a_clear_sdk_error(service, api_key):
+    result = sdk(service, api_key, """
+        from narada import Agent, AgentKind, LambdaEnvironment
+        env = LambdaEnvironment()
+        agent = Agent(environment=env, kind=AgentKind.CORE_AGENT)
+        first = await agent.run("answer before the stop")
+        await env.close()
+        try:
+            await agent.run("answer after the stop")
+        except Exception as exc:
+            emit(first=first.text, message=str(exc))
+    """)
+    assert result.value["first"] == "before the stop"
+    assert "409" in result.value["message"] and "has ended (complete)" in result.value["message"]

@@ -249,3 +249,56 @@ def test_files_the_session_downloaded_reach_the_sdk(service, api_key, site):
     ''')
     assert result.value == {"status": "success", "names": ["report.csv"], "size": 21,
                             "content": "region,total\nnorth,7\n"}
+
+
+def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(service, api_key, other_key, site):
+    result = run_sdk(service, api_key, f'''
+        import aiohttp
+        from playwright.async_api import async_playwright
+        from narada import Agent, BrowserConfig, CloudBrowserEnvironment
+        env = CloudBrowserEnvironment(config=BrowserConfig(interactive=False), session_name="cdp")
+        await env.start()
+        try:
+            response = await Agent(environment=env).run("""go to {site.url("/login")}
+        type grace into "#u"
+        type ${{PASSWORD}} into "#p"
+        click "Sign in"
+        extract h1""", secret_variables={{"PASSWORD": {PASSWORD!r}}})
+            # Over CDP ourselves, with the session's credential: the agent's login is in this browser.
+            headers = await env._generate_cdp_auth_headers()
+            async with async_playwright() as playwright:
+                browser = await playwright.chromium.connect_over_cdp(env._cdp_websocket_url, headers=headers)
+                page = await browser.contexts[0].new_page()
+                await page.goto({site.url("/account")!r})
+                account = await page.locator("h1").inner_text()
+                await page.close()
+                await browser.close()
+                refused = []
+                for bad in ({{}}, {{"Authorization": "Bearer not-the-token"}}):
+                    try:
+                        await playwright.chromium.connect_over_cdp(env._cdp_websocket_url, headers=bad, timeout=5000)
+                        refused.append(False)
+                    except Exception as exc:
+                        refused.append("401" in str(exc) or "Unauthorized" in str(exc))
+            emit(text=response.text, status=response.status, account=account, refused=refused,
+                 session=env.cloud_browser_session_id, window=env.browser_window_id, url=env._cdp_websocket_url,
+                 headers=headers)
+        finally:
+            await env.close()
+    ''')
+    value = result.value
+    assert value["status"] == "success" and value["text"] == "Welcome grace"
+    assert value["account"] == "Signed in as grace"
+    assert value["refused"] == [True, True]
+    row = session_row(value["session"])
+    assert row.browser_window_id == value["window"] and row.status == "ended"
+    assert profile_processes(row.profile_dir) == []
+    # The credential ended with the session: the proxy is gone, and the API will not hand it out again.
+    with pytest.raises(requests.ConnectionError):
+        requests.get(value["url"].replace("ws://", "http://"), headers=value["headers"], timeout=5)
+    again = api(service, api_key, "POST", "/cloud-browser/generate-cdp-auth-headers",
+                json={"cdp_websocket_url": value["url"]})
+    assert again.status_code == 409
+    other = api(service, other_key, "POST", "/cloud-browser/generate-cdp-auth-headers",
+                json={"cdp_websocket_url": value["url"]})
+    assert other.status_code == 404
