@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser sdk openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser extension sdk openapi docs bench bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -31,7 +31,7 @@ run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} web worker webhooks beat
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) services browser sdk
+test: $(TEST_STAMP) services browser extension sdk
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 services:
@@ -67,6 +67,11 @@ bench-profile: $(STAMP)
 	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.profile
+
+## The extension's copy of the one page script (DESIGN.md §6); tests/test_extension_files.py fails when they differ.
+extension: extension/page.js
+extension/page.js: workers/browser/page.js
+	cp workers/browser/page.js extension/page.js
 
 openapi: $(STAMP)
 	$(BIN)/remote-dispatch openapi write openapi.json

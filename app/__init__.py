@@ -15,6 +15,7 @@ def create_app(overrides=None):
     from .files.routes import blp as files_blp
     from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
+    from .windows.routes import blp as windows_blp
     from .waiting import TaskWaiters
 
     app = Flask(__name__)
@@ -44,6 +45,7 @@ def create_app(overrides=None):
     api.register_blueprint(webhooks_blp)
     api.register_blueprint(files_blp)
     api.register_blueprint(sessions_blp)
+    api.register_blueprint(windows_blp)
     app.register_blueprint(health.blp)
     console.init_app(app)
     # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.

@@ -63,6 +63,31 @@ class BrowserWindow(db.Model):
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
     last_seen_at = mapped_column(UtcDateTime, server_default=now())
     closed_at = mapped_column(UtcDateTime)
+    user_agent: Mapped[str | None] = mapped_column(String(300))
+
+
+class WindowCommand(db.Model):
+    """One command for a window (from the extension driver or POST /extension-actions) and its result.
+
+    A row, not a message: a web restart or a stopped extension service worker loses nothing; the
+    extension picks pending rows up on its next poll."""
+
+    __tablename__ = "window_commands"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    window_id: Mapped[str] = mapped_column(ForeignKey("browser_windows.id", ondelete="CASCADE"))
+    task_id: Mapped[str | None] = mapped_column(String(36))
+    action_execution_id: Mapped[str | None] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(64))
+    args: Mapped[dict] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(20), default="pending", server_default="pending")  # delivered, done
+    result: Mapped[dict | None] = mapped_column(JSON)  # {"status", "data", "error"}
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    expires_at = mapped_column(UtcDateTime, nullable=False)  # not delivered after this: never run
+    delivered_at = mapped_column(UtcDateTime)
+    completed_at = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_window_commands_window_state", "window_id", "state", "created_at"),)
 
 
 class Task(db.Model):

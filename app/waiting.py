@@ -68,18 +68,26 @@ class TaskWaiters:
     @contextmanager
     def watch(self, task_id):
         """Register an Event that is set when `task_id` may have changed."""
+        with self.watch_many([task_id]) as event:
+            yield event
+
+    @contextmanager
+    def watch_many(self, keys):
+        """One Event set when any of `keys` is notified (the window channel: `window:<id>`, `command:<id>`)."""
         event = threading.Event()
         with self._lock:
-            self._events.setdefault(task_id, set()).add(event)
+            for key in keys:
+                self._events.setdefault(key, set()).add(event)
         try:
             self._ensure_listener()
             yield event
         finally:
             with self._lock:
-                events = self._events.get(task_id, set())
-                events.discard(event)
-                if not events:
-                    self._events.pop(task_id, None)
+                for key in keys:
+                    events = self._events.get(key, set())
+                    events.discard(event)
+                    if not events:
+                        self._events.pop(key, None)
 
     def wait(self, event, remaining):
         """Block until woken or `remaining` seconds pass; without a listener, poll instead."""

@@ -121,6 +121,12 @@ def load():
         "WAIT_MAX_CONCURRENT": _env("WAIT_MAX_CONCURRENT", max(1, _env("WEB_THREADS", 128, int) - 8), int),
         # Embedded SQLite has no NOTIFY: waiting requests re-read their task this often.
         "WAIT_POLL_SECONDS": _env("WAIT_POLL_SECONDS", 0.5, float),
+        # Client mode: a window whose extension has not polled for this long is offline (404 on submit).
+        "WINDOW_OFFLINE_SECONDS": _env("WINDOW_OFFLINE_SECONDS", 60, float),
+        # How long the extension driver waits for one browser command, and a direct extension action's
+        # default and ceiling (the SDK gives up at 300 s: a 504 must come first).
+        "WINDOW_COMMAND_TIMEOUT_SECONDS": _env("WINDOW_COMMAND_TIMEOUT_SECONDS", 60, float),
+        "EXTENSION_ACTION_MAX_SECONDS": _env("EXTENSION_ACTION_MAX_SECONDS", 280, float),
         "IDEMPOTENCY_TTL_SECONDS": _env("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, int),
         # Kept cloud browser sessions: idle limit (default, and the most a caller may ask for) and how many
         # a key may hold open. They run where cloud_browser does (SELENIUM_REMOTE_URL, or chromedriver here).

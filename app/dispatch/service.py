@@ -17,7 +17,7 @@ from ..extensions import TASKS_QUEUE, db
 from ..files.service import referenced_keys, require_files
 from ..sessions import service as sessions
 from .schemas import mcp_namespace
-from ..models import BrowserWindow, IdempotencyKey, Task, TaskGif, new_id, now, now_plus
+from ..models import IdempotencyKey, Task, TaskGif, new_id, now, now_plus
 
 log = logging.getLogger(__name__)
 
@@ -198,10 +198,9 @@ def answer_input(api_key_id, task_id, data):
 
 
 def _require_window(api_key_id, window_id):
-    window = db.session.get(BrowserWindow, window_id)
-    if window is None or window.api_key_id != api_key_id or window.closed_at is not None:
-        raise ApiError(404, "Browser Window Not Found",
-                       f"Browser window '{window_id}' is not available to this API key.")
+    from ..windows.service import online_window
+
+    online_window(api_key_id, window_id)
 
 
 def _owns_task(api_key_id, task_id):

@@ -217,7 +217,7 @@ class HttpPageEnvironment(Environment):
         return super().tools(response_schema) + [
             Tool("go_to", "Open a web page by URL; returns its title and text.", params(["url"], url=STRING)),
             Tool("extract", "The text of the elements of the current page matching a CSS selector "
-                 "(tag, #id, .class, [attr=value], descendant and '>' combinators).",
+                 "(any CSS 3 selector: tag, #id, .class, [attr^=value], combinators, :nth-child(), ...).",
                  params(["selector"], selector=STRING)),
         ]
 

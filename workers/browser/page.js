@@ -36,6 +36,10 @@
  *   hasText(text)                 -> bool: the visible text contains `text` (case-insensitive)
  *   hasElement(selector)          -> bool
  *   html()                        -> the top document's outerHTML
+ *   match(selectors)              -> {ok, count, visible, index?, tag?, label?, text?}: the SDK's selector kinds
+ *                                    ({id, dataTestId, name, ariaLabel, role, type, tagName, className,
+ *                                    textContent, xpath, domPath: {value}}), all of them must hold
+ *   property(target, name)        -> {ok, value}: a DOM property (or attribute) of the element, as a string
  */
 (function () {
   "use strict";
@@ -451,7 +455,61 @@
     hasElement: function (selector) {
       try { return all(selector).length > 0; } catch (e) { return false; }
     },
-    html: function () { return document.documentElement.outerHTML; }
+    html: function () { return document.documentElement.outerHTML; },
+    // The SDK's deterministic selectors (agentic_selector, wait_for_element): every given kind must hold.
+    // {id, dataTestId, name, ariaLabel, role, type, tagName, className, textContent, xpath, domPath: {value}}
+    // -> {ok, count, visible, index, tag, label, text} of the first (visible first) element matching all of them.
+    match: function (selectors) {
+      var v = function (k) { return selectors && selectors[k] && selectors[k].value !== undefined
+        ? String(selectors[k].value) : null; };
+      var q = function (s) { return '"' + s.replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"'; };
+      var css = "", attr = {dataTestId: "data-testid", name: "name", ariaLabel: "aria-label", role: "role",
+        type: "type"};
+      if (v("tagName")) css += v("tagName").toLowerCase().replace(/[^a-z0-9-]/g, "");
+      if (v("id")) css += "[id=" + q(v("id")) + "]";
+      Object.keys(attr).forEach(function (k) { if (v(k)) css += "[" + attr[k] + "=" + q(v(k)) + "]"; });
+      if (v("className")) v("className").split(/\s+/).filter(Boolean).forEach(function (c) {
+        css += "[class~=" + q(c) + "]";
+      });
+      var found;
+      try {
+        if (v("domPath")) found = all(v("domPath"));
+        else found = all(css || "*");
+        if (css && v("domPath")) found = found.filter(function (el) { return el.matches(css); });
+        if (v("xpath")) {
+          var hits = [], x = document.evaluate(v("xpath"), document, null, XPathResult.ORDERED_NODE_SNAPSHOT_TYPE, null);
+          for (var i = 0; i < x.snapshotLength; i++) if (x.snapshotItem(i).nodeType === 1) hits.push(x.snapshotItem(i));
+          found = (css || v("domPath")) ? found.filter(function (el) { return hits.indexOf(el) >= 0; }) : hits;
+        }
+      } catch (e) {
+        return {ok: false, error: "Invalid selector: " + String(e && e.message || e)};
+      }
+      if (v("textContent")) {
+        var want = clean(v("textContent")).toLowerCase();
+        found = found.filter(function (el) { return clean(el.textContent).toLowerCase() === want; });
+        if (!found.length && !css && !v("xpath") && !v("domPath")) {
+          var el = find(v("textContent"));
+          if (el) found = [el];
+        }
+      }
+      var shown = found.filter(visible), el0 = shown[0] || found[0];
+      if (!el0) return {ok: true, count: 0, visible: false};
+      var r = info(el0);
+      r.count = found.length;
+      r.visible = visible(el0);
+      r.text = clean(visible(el0) ? el0.innerText : el0.textContent);
+      return r;
+    },
+    property: function (target, name) {
+      return withElement(target, function (el) {
+        var value = el[name];
+        if (value === undefined && el.hasAttribute(name)) value = el.getAttribute(name);
+        var r = info(el);
+        r.value = value === undefined || value === null ? null
+          : typeof value === "object" ? JSON.stringify(value) : String(value);
+        return r;
+      });
+    }
   };
   try {
     Object.defineProperty(window, "__remoteDispatch", {value: api, configurable: true, writable: true});

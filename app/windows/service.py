@@ -1,0 +1,216 @@
+"""The window channel: windows register, long-poll for commands (a heartbeat), post results; workers send commands.
+
+Commands and results are rows (`window_commands`): a web restart or a stopped extension service worker loses
+nothing. Both directions wake through the process's one Postgres LISTEN connection (`app.waiting`), the one
+`wait: true` uses: `window:<id>` when a command is queued, `command:<id>` when its result is in.
+"""
+import json
+import time
+
+from flask import current_app
+from sqlalchemy import func, select, text, update
+
+from ..errors import ApiError
+from ..extensions import db
+from ..models import BrowserWindow, WindowCommand, now, now_plus
+
+# Commands the extension understands: the driver's (browser interface) and the SDK's extension actions.
+SDK_ACTIONS = ("go_to_url", "get_url", "get_screenshot", "get_full_html", "get_simplified_html",
+               "execute_javascript_on_page", "press_key", "close_tab", "close_window", "print_message",
+               "wait_for_element", "agentic_selector", "user_approval", "prompt_for_user_input")
+MAX_POLL_SECONDS = 25  # below the ~30 s after which Chromium stops a service worker awaiting a fetch
+
+
+class CommandTimeout(Exception):
+    """The window did not answer in time."""
+
+
+def window_state(window, offline_seconds, clock):
+    if window.closed_at is not None:
+        return "closed"
+    if window.last_seen_at is None or (clock - window.last_seen_at).total_seconds() > offline_seconds:
+        return "offline"
+    return "online"
+
+
+def describe(window, clock=None):
+    clock = clock or db.session.execute(select(func.now())).scalar_one()
+    return {"browserWindowId": window.id, "label": window.label,
+            "state": window_state(window, current_app.config["WINDOW_OFFLINE_SECONDS"], clock),
+            "createdAt": window.created_at, "lastSeenAt": window.last_seen_at, "closedAt": window.closed_at}
+
+
+def register(api_key_id, label=None, user_agent=None):
+    window = BrowserWindow(api_key_id=api_key_id, label=label, user_agent=(user_agent or "")[:300] or None)
+    db.session.add(window)
+    db.session.commit()
+    return describe(window)
+
+
+def list_windows(api_key_id, include_closed=False):
+    query = select(BrowserWindow).where(BrowserWindow.api_key_id == api_key_id)
+    if not include_closed:
+        query = query.where(BrowserWindow.closed_at.is_(None))
+    windows = db.session.execute(query.order_by(BrowserWindow.created_at.desc())).scalars().all()
+    clock = db.session.execute(select(func.now())).scalar_one()
+    return {"windows": [describe(w, clock) for w in windows]}
+
+
+def owned_window(api_key_id, window_id):
+    """The key's window (open), or 404 — also for another key's window, which must look unknown."""
+    window = db.session.get(BrowserWindow, window_id) if window_id else None
+    if window is None or window.api_key_id != api_key_id or window.closed_at is not None:
+        raise not_found(window_id)
+    return window
+
+
+def online_window(api_key_id, window_id):
+    """The key's window heard from within WINDOW_OFFLINE_SECONDS, or 404 (submit, extension actions)."""
+    window = owned_window(api_key_id, window_id)
+    clock = db.session.execute(select(func.now())).scalar_one()
+    if window_state(window, current_app.config["WINDOW_OFFLINE_SECONDS"], clock) != "online":
+        raise ApiError(404, "Browser Window Not Found",
+                       f"Browser window '{window_id}' is offline: its extension has not been heard from for "
+                       f"{current_app.config['WINDOW_OFFLINE_SECONDS']:g} s (is the browser open and the "
+                       "extension connected?).")
+    return window
+
+
+def not_found(window_id):
+    return ApiError(404, "Browser Window Not Found",
+                    f"Browser window '{window_id}' is not available to this API key.")
+
+
+def close(api_key_id, window_id):
+    """The window was closed in the browser: it takes no more tasks; its waiting commands fail at once."""
+    owned_window(api_key_id, window_id)
+    db.session.execute(update(BrowserWindow).where(BrowserWindow.id == window_id).values(closed_at=now()))
+    failed = db.session.execute(
+        update(WindowCommand).where(WindowCommand.window_id == window_id, WindowCommand.state != "done")
+        .values(state="done", completed_at=now(),
+                result={"status": "error", "data": None, "error": "The browser window was closed."})
+        .returning(WindowCommand.id)).scalars().all()
+    for command_id in failed:
+        _notify(f"command:{command_id}")
+    db.session.commit()
+
+
+def poll(api_key_id, window_ids, wait_seconds, running=()):
+    """The extension's long poll: marks its windows seen, returns their commands without a result (marked
+    delivered), waiting up to `wait_seconds` for one. Windows unknown to this key come back in `unknown`.
+
+    A delivered command the extension does not list in `running` is handed out again: the answer to an
+    earlier poll can be lost (Chromium stopped the service worker while it waited), and a command must not be."""
+    owned = set(db.session.execute(select(BrowserWindow.id).where(
+        BrowserWindow.id.in_(window_ids), BrowserWindow.api_key_id == api_key_id,
+        BrowserWindow.closed_at.is_(None))).scalars())
+    unknown = [w for w in window_ids if w not in owned]
+    if not owned:
+        return {"commands": [], "unknown": unknown}
+    waiters = current_app.extensions["task_waiters"]
+    deadline = time.monotonic() + min(wait_seconds, MAX_POLL_SECONDS)
+    with waiters.watch_many([f"window:{w}" for w in owned]) as woken:
+        while True:
+            woken.clear()
+            commands = _deliver(owned, set(running))
+            remaining = deadline - time.monotonic()
+            if commands or remaining <= 0:
+                return {"commands": commands, "unknown": unknown}
+            waiters.wait(woken, remaining)
+
+
+def _deliver(window_ids, running):
+    db.session.execute(update(BrowserWindow).where(BrowserWindow.id.in_(window_ids)).values(last_seen_at=now()))
+    rows = db.session.execute(
+        update(WindowCommand)
+        .where(WindowCommand.window_id.in_(window_ids), WindowCommand.state.in_(("pending", "delivered")),
+               WindowCommand.id.not_in(running), WindowCommand.expires_at > now())
+        .values(state="delivered", delivered_at=now())
+        .returning(WindowCommand.id, WindowCommand.window_id, WindowCommand.task_id, WindowCommand.name,
+                   WindowCommand.args, WindowCommand.expires_at, WindowCommand.created_at)).all()
+    db.session.commit()  # also gives the connection back while the request waits
+    rows.sort(key=lambda r: r.created_at)
+    return [{"commandId": r.id, "browserWindowId": r.window_id, "requestId": r.task_id, "name": r.name,
+             "args": r.args, "expiresAt": r.expires_at.isoformat()} for r in rows]
+
+
+def post_result(api_key_id, command_id, result):
+    """The extension's answer to a command; the first answer wins, later ones are ignored."""
+    command = db.session.get(WindowCommand, command_id)
+    if command is None or db.session.get(BrowserWindow, command.window_id).api_key_id != api_key_id:
+        raise ApiError(404, "Not Found", f"No command '{command_id}' for this API key.")
+    done = db.session.execute(
+        update(WindowCommand).where(WindowCommand.id == command_id, WindowCommand.state != "done")
+        .values(state="done", result=result, completed_at=now())).rowcount
+    db.session.execute(update(BrowserWindow).where(BrowserWindow.id == command.window_id)
+                       .values(last_seen_at=now()))
+    if done:
+        _notify(f"command:{command_id}")
+    db.session.commit()
+    return {"accepted": bool(done)}
+
+
+def send_command(window_id, name, args, timeout, task_id=None, action_execution_id=None):
+    """Queue a command for a window and block until its result (`{"status", "data", "error"}`).
+
+    Raises CommandTimeout when no result came within `timeout` seconds; the command is then withdrawn so a
+    late extension never runs it."""
+    command = WindowCommand(window_id=window_id, name=name, args=args or {}, task_id=task_id,
+                            action_execution_id=action_execution_id, expires_at=now_plus(timeout))
+    db.session.add(command)
+    db.session.flush()
+    command_id = command.id
+    _notify(f"window:{window_id}")
+    waiters = current_app.extensions["task_waiters"]
+    deadline = time.monotonic() + timeout
+    with waiters.watch(f"command:{command_id}") as woken:
+        db.session.commit()
+        while True:
+            woken.clear()
+            row = db.session.execute(select(WindowCommand.state, WindowCommand.result)
+                                     .where(WindowCommand.id == command_id)).one()
+            db.session.rollback()
+            if row.state == "done":
+                return row.result
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                db.session.execute(update(WindowCommand).where(WindowCommand.id == command_id,
+                                                               WindowCommand.state != "done")
+                                   .values(state="expired", completed_at=now()))
+                db.session.commit()
+                raise CommandTimeout(f"The browser window did not answer '{name}' within {timeout:g} s.")
+            waiters.wait(woken, remaining)
+
+
+def _notify(key):
+    """Delivered when the transaction commits; SQLite (embedded) has no NOTIFY and waiters poll."""
+    if db.session.get_bind().dialect.name == "postgresql":
+        db.session.execute(text("SELECT pg_notify('task_finished', :key)"), {"key": key})
+
+
+def run_extension_action(api_key_id, body):
+    """POST /extension-actions: run one SDK action in the key's window; (`{status, data, error}`) or 504."""
+    window_id = body["browserWindowId"]
+    online_window(api_key_id, window_id)
+    config = current_app.config
+    ceiling = config["EXTENSION_ACTION_MAX_SECONDS"]
+    timeout = min(body.get("timeout") or config["WINDOW_COMMAND_TIMEOUT_SECONDS"], ceiling)
+    action = dict(body["action"])
+    name = action.pop("name")
+    try:
+        result = send_command(window_id, name, action, timeout, action_execution_id=body["actionExecutionId"])
+    except CommandTimeout as exc:
+        raise ApiError(504, "Gateway Timeout", f"{exc} The action was withdrawn.") from None
+    data = result.get("data")
+    return {"status": result.get("status", "error"),
+            "data": None if data is None else json.dumps(data),
+            "error": result.get("error")}
+
+
+def window_tasks(api_key_id, window_id, limit=10):
+    """The window's recent tasks (side panel): poll-shaped, with their prompts."""
+    from ..dispatch.service import result, task_page
+
+    owned_window(api_key_id, window_id)
+    page = task_page(api_key_id, window=window_id, limit=limit)
+    return {"tasks": [{**result(task), "prompt": task.prompt} for task in page["tasks"]]}

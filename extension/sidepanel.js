@@ -1,0 +1,146 @@
+// The side panel: this window's running task (trace, elapsed time, Stop), its questions, recent tasks.
+"use strict";
+setupCommon();
+
+const ACTIVE = ["pending", "input-required"];
+let shownTask = null;     // requestId whose trace is on screen
+let answering = false;    // keep the answer box while the user types
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "onclick") node.addEventListener("click", v);
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function elapsed(since) {
+  const seconds = Math.max(0, Math.round((Date.now() - Date.parse(since)) / 1000));
+  return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+}
+
+function traceOf(task) {
+  return (task.progress && task.progress.actionTrace) || (task.response && task.response.actionTrace) || [];
+}
+
+function renderRunning(task) {
+  const box = document.getElementById("running");
+  if (!task) {
+    shownTask = null;
+    answering = false;
+    box.replaceChildren(el("span", {class: "muted", text: "No task is running in this window."}));
+    return;
+  }
+  if (answering && shownTask === task.requestId && task.status === "input-required") {
+    return;  // the user is typing an answer: leave the form alone
+  }
+  shownTask = task.requestId;
+  const children = [
+    el("div", {class: "prompt", text: task.prompt}),
+    el("div", {class: "row"},
+      el("span", {class: `status-${task.status}`, id: "running-status", text: task.status}),
+      el("span", {class: "muted", id: "elapsed", text: `elapsed ${elapsed(task.createdAt)}`})),
+    el("ol", {class: "trace", id: "trace"}, ...traceOf(task).map((entry) => el("li", {text: entry.action}))),
+  ];
+  if (task.status === "input-required" && task.hitlInputMetadata) {
+    const question = (task.hitlInputMetadata.action && task.hitlInputMetadata.action.question) ||
+      (task.response && task.response.output && task.response.output.content) || "The task needs your input.";
+    const input = el("input", {type: "text", id: "answer", placeholder: "Your answer"});
+    input.addEventListener("input", () => { answering = true; });
+    const send = el("button", {class: "primary", type: "button", id: "send-answer", text: "Send",
+      onclick: async () => {
+        send.disabled = true;
+        try {
+          await background({type: "api", method: "POST", path: `/remote-dispatch/responses/${task.requestId}/input`,
+            body: {inputId: task.hitlInputMetadata.inputId, answer: input.value}});
+          answering = false;
+        } catch (e) { send.disabled = false; alert(e.message); }
+        refresh();
+      }});
+    children.push(el("div", {class: "card", id: "input-required"},
+      el("label", {for: "answer", text: question}), input, el("p", {}, send)));
+  }
+  children.push(el("p", {}, el("button", {class: "danger", type: "button", id: "stop", text: "Stop",
+    onclick: async () => {
+      await background({type: "api", method: "POST", path: `/remote-dispatch/responses/${task.requestId}/cancel`})
+        .catch((e) => alert(e.message));
+      refresh();
+    }})));
+  box.replaceChildren(...children);
+}
+
+function renderRecent(tasks) {
+  const list = document.getElementById("recent");
+  const done = tasks.filter((t) => !ACTIVE.includes(t.status));
+  if (!done.length) { list.replaceChildren(el("li", {class: "muted", text: "None yet."})); return; }
+  list.replaceChildren(...done.map((t) => el("li", {"data-request-id": t.requestId},
+    el("span", {class: "prompt", text: t.prompt.slice(0, 80)}),
+    el("span", {class: `status-${t.status}`, text: t.status}))));
+}
+
+async function renderQuestions(browserWindowId) {
+  const {questions = {}, messages = {}} = await chrome.storage.session.get(["questions", "messages"]);
+  const section = document.getElementById("questions");
+  const mine = questions[browserWindowId] || [];
+  if (section.dataset.ids === mine.map((q) => q.commandId).join(",")) {
+    // unchanged: keep what the user typed
+  } else {
+    section.dataset.ids = mine.map((q) => q.commandId).join(",");
+    section.replaceChildren(...mine.map(questionCard));
+  }
+  const notes = messages[browserWindowId] || [];
+  document.getElementById("messages-section").hidden = !notes.length;
+  document.getElementById("messages").replaceChildren(...notes.map((m) => el("div", {class: "card", text: m.text})));
+}
+
+function questionCard(q) {
+  const answer = (value) => background({type: "answer", commandId: q.commandId, answer: value});
+  const card = el("div", {class: "card question", "data-command-id": q.commandId});
+  card.append(el("h2", {text: "The automation asks"}), el("p", {text: q.args.prompt_message || "Your input is needed."}));
+  if (q.name === "user_approval") {
+    card.append(el("div", {class: "row"},
+      el("button", {class: "primary approve", type: "button", text: q.args.approve_label || "Approve",
+        onclick: () => answer({approved: true})}),
+      el("button", {class: "reject", type: "button", text: q.args.reject_label || "Reject",
+        onclick: () => answer({approved: false})})));
+  } else {
+    const fields = (q.args.variables || []).map((v) => {
+      const input = v.type === "boolean" ? el("input", {type: "checkbox", name: v.name})
+        : el("input", {type: v.type === "number" ? "number" : "text", name: v.name});
+      return [v, input, el("label", {text: `${v.name}${v.required ? " *" : ""}`}, input)];
+    });
+    card.append(...fields.map((f) => f[2]));
+    card.append(el("div", {class: "row"},
+      el("button", {class: "primary submit", type: "button", text: "Submit", onclick: () => {
+        const values = {};
+        for (const [v, input] of fields) {
+          values[v.name] = v.type === "boolean" ? input.checked : v.type === "number" ? Number(input.value) : input.value;
+        }
+        answer({values});
+      }}),
+      el("button", {class: "cancel", type: "button", text: "Dismiss", onclick: () => answer({aborted: true})})));
+  }
+  return card;
+}
+
+async function refresh() {
+  const id = await thisBrowserWindowId();
+  if (!id) return;
+  renderQuestions(id);
+  try {
+    const {tasks} = await background({type: "api", method: "GET", path: `/browser-windows/${id}/tasks`});
+    renderRunning(tasks.find((t) => ACTIVE.includes(t.status)) || null);
+    renderRecent(tasks);
+  } catch (e) {
+    /* the connection state above says why */
+  }
+}
+
+chrome.storage.onChanged.addListener((changes, area) => {
+  if (area === "session" && (changes.questions || changes.messages)) refresh();
+});
+refresh();
+setInterval(refresh, 1000);

@@ -1,0 +1,116 @@
+"""Headless Chromium with the unpacked extension, configured through its options page against a real gunicorn."""
+import base64
+import hashlib
+import json
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from tests.processes import ROOT
+
+EXTENSION_DIR = ROOT / "extension"
+
+
+def extension_id():
+    """Chromium derives an unpacked extension's id from the manifest's `key`: sha256 of it, in letters a-p."""
+    key = json.loads((EXTENSION_DIR / "manifest.json").read_text())["key"]
+    digest = hashlib.sha256(base64.b64decode(key)).hexdigest()[:32]
+    return "".join(chr(ord("a") + int(c, 16)) for c in digest)
+
+
+class ExtensionBrowser:
+    """A Chromium of our own (its profile under a temporary directory we made) with the extension loaded."""
+
+    def __init__(self, downloads=None):
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        self.profile = tempfile.mkdtemp(prefix="rd-ext-profile-")
+        self.downloads = downloads or tempfile.mkdtemp(prefix="rd-ext-downloads-")
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for arg in ("--headless=new", f"--load-extension={EXTENSION_DIR}",
+                    f"--disable-extensions-except={EXTENSION_DIR}", "--no-sandbox", "--disable-gpu",
+                    "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", f"--user-data-dir={self.profile}", "--window-size=1200,900"):
+            options.add_argument(arg)
+        options.add_experimental_option("prefs", {"download.default_directory": self.downloads,
+                                                  "download.prompt_for_download": False})
+        self.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        self.id = extension_id()
+        self.base = f"chrome-extension://{self.id}"
+
+    def page(self, name):
+        self.driver.get(f"{self.base}/{name}")
+
+    def configure(self, service_url, api_key):
+        from selenium.webdriver.common.by import By
+
+        self.page("options.html")
+        url = self.driver.find_element(By.ID, "service-url")
+        url.clear()
+        url.send_keys(service_url)
+        key = self.driver.find_element(By.ID, "api-key")
+        key.clear()
+        key.send_keys(api_key)
+        self.driver.find_element(By.ID, "save").click()
+        self.wait_for_state("connected")
+
+    def connection_state(self):
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_element(By.CSS_SELECTOR, "#connection .state").get_attribute("data-state")
+
+    def wait_for_state(self, state, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.connection_state() == state:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the extension page shows {self.connection_state()!r}, not {state!r}")
+
+    def stop_service_worker(self):
+        """Stop the extension's service worker as Chromium does when it is idle (DevTools: ServiceWorker.stopWorker)."""
+        self.driver.execute_cdp_cmd("ServiceWorker.enable", {})
+        targets = self.driver.execute_cdp_cmd("Target.getTargets", {})["targetInfos"]
+        worker = [t for t in targets if t["type"] == "service_worker" and self.id in t["url"]]
+        assert worker, f"no service worker of the extension among {targets}"
+        self.driver.execute_cdp_cmd("ServiceWorker.stopAllWorkers", {})
+        return worker[0]
+
+    def screenshot(self, path):
+        self.driver.save_screenshot(str(path))
+
+    def quit(self):
+        try:
+            self.driver.quit()
+        finally:
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def windows_of(base, api_key):
+    return requests.get(f"{base}/fast/v2/browser-windows", headers={"x-api-key": api_key}, timeout=10).json()["windows"]
+
+
+def wait_for_window(base, api_key, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        online = [w for w in windows_of(base, api_key) if w["state"] == "online"]
+        if online:
+            return online[0]["browserWindowId"]
+        time.sleep(0.2)
+    raise AssertionError("the extension's window never registered")
+
+
+def action(base, api_key, window_id, name, timeout=None, **args):
+    body = {"action": {"name": name, **args}, "actionExecutionId": f"action_{time.time_ns()}",
+            "browserWindowId": window_id}
+    if timeout is not None:
+        body["timeout"] = timeout
+    return requests.post(f"{base}/fast/v2/extension-actions", json=body, headers={"x-api-key": api_key}, timeout=320)
+
+
