@@ -264,6 +264,7 @@ def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(se
         type ${{PASSWORD}} into "#p"
         click "Sign in"
         extract h1""", secret_variables={{"PASSWORD": {PASSWORD!r}}})
+            direct_url = (await Agent(environment=env).get_url()).url  # a direct action in the same browser
             # Over CDP ourselves, with the session's credential: the agent's login is in this browser.
             headers = await env._generate_cdp_auth_headers()
             async with async_playwright() as playwright:
@@ -280,7 +281,7 @@ def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(se
                         refused.append(False)
                     except Exception as exc:
                         refused.append("401" in str(exc) or "Unauthorized" in str(exc))
-            emit(text=response.text, status=response.status, account=account, refused=refused,
+            emit(text=response.text, status=response.status, account=account, refused=refused, direct_url=direct_url,
                  session=env.cloud_browser_session_id, window=env.browser_window_id, url=env._cdp_websocket_url,
                  headers=headers)
         finally:
@@ -289,6 +290,7 @@ def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(se
     value = result.value
     assert value["status"] == "success" and value["text"] == "Welcome grace"
     assert value["account"] == "Signed in as grace"
+    assert value["direct_url"].startswith(site.url("/session?"))
     assert value["refused"] == [True, True]
     row = session_row(value["session"])
     assert row.browser_window_id == value["window"] and row.status == "ended"
@@ -302,3 +304,45 @@ def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(se
     other = api(service, other_key, "POST", "/cloud-browser/generate-cdp-auth-headers",
                 json={"cdp_websocket_url": value["url"]})
     assert other.status_code == 404
+
+
+def test_remote_browser_environment_round_trip_in_a_session(service, api_key, site):
+    result = run_sdk(service, api_key, f'''
+        import base64
+        from narada import Agent, LambdaEnvironment, RemoteBrowserEnvironment
+        from narada_core.errors import NaradaError
+        created = LambdaEnvironment()
+        await created.start()
+        env = RemoteBrowserEnvironment(browser_window_id=created._browser_window_id,
+                                       cloud_browser_session_id=created.session_id)
+        agent = Agent(environment=env)
+        await agent.go_to_url(url={site.url("/page/direct")!r})
+        url = (await agent.get_url()).url
+        heading = await agent.execute_javascript_on_page(code="document.querySelector('h1').textContent")
+        doubled = await agent.execute_javascript_on_page(code="const n = 21; return n * 2;")
+        simplified = (await agent.get_simplified_html()).html
+        shot = await agent.get_screenshot()
+        png = base64.b64decode(shot.base64_content)[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+        run = await agent.run("extract h1")  # the agent goes on where the direct actions left the page
+        try:
+            await agent.press_key(events=[{{"code": "Enter"}}])
+            unsupported = None
+        except NaradaError as exc:
+            unsupported = str(exc)
+        await env.close()  # stops the session
+        try:
+            await agent.get_url()
+            after_stop = None
+        except Exception as exc:
+            after_stop = str(exc)
+        emit(url=url, heading=heading, doubled=doubled, simplified="direct" in simplified, png=png,
+             run=[run.status, run.text], unsupported=unsupported, after_stop=after_stop, session=created.session_id)
+    ''')
+    value = result.value
+    assert value["url"] == site.url("/page/direct") and value["heading"] == "direct" and value["doubled"] == 42
+    assert value["simplified"] and value["png"]
+    assert value["run"] == ["success", "direct"]
+    assert "not available in a cloud browser session" in value["unsupported"]
+    assert "409" in value["after_stop"] and "has ended" in value["after_stop"]
+    row = session_row(value["session"])
+    assert row.status == "ended" and profile_processes(row.profile_dir) == []

@@ -10,7 +10,7 @@ from sqlalchemy import and_, exists, func, or_, select, update
 
 from ..crypto import seal, unseal
 from ..errors import ApiError
-from ..extensions import db
+from ..extensions import WEBHOOKS_QUEUE, db
 from ..models import BrowserWindow, CloudSession, Task, new_id, now, now_plus
 from . import browsers
 
@@ -85,6 +85,22 @@ def for_task(api_key_id, session_id, window_id):
         return None
     row.last_used_at = now()  # a queued task keeps its session from idling out
     return row
+
+
+def serving_window(api_key_id, window_id):
+    """The key's active session whose window this is, or None (then it is an extension's window)."""
+    row = db.session.execute(select(CloudSession).where(
+        CloudSession.browser_window_id == window_id, CloudSession.api_key_id == api_key_id)).scalar_one_or_none()
+    if row is not None and row.status != ACTIVE:
+        get(api_key_id, row.id, active=True)  # the clear 409
+    return row
+
+
+def serve_actions(session_id):
+    """Have a worker answer the session window's direct actions (POST /extension-actions) in its browser.
+    The worker waits a moment for commands, so publishing before the command row commits is fine."""
+    current_app.extensions["celery"].send_task("workers.serve_session_actions", args=[session_id],
+                                               queue=WEBHOOKS_QUEUE)
 
 
 def stop(api_key_id, session_id, reason="complete"):
