@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser extension sdk openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser extension sdk openapi docs bench bench-sessions bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -61,6 +61,11 @@ bench: $(STAMP)
 	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run
+
+## Kept cloud browser sessions (bench/sessions.py): create → usable, warm session task ÷ fresh cloud_browser task.
+bench-sessions: $(STAMP) browser
+	$(BENCH_SERVICES)
+	$(BIN)/python -m bench.sessions
 
 ## Where the time goes under the benchmarks' load (py-spy): top frames of submit, poll and the pipeline.
 bench-profile: $(STAMP)
