@@ -346,3 +346,31 @@ def test_remote_browser_environment_round_trip_in_a_session(service, api_key, si
     assert "409" in value["after_stop"] and "has ended" in value["after_stop"]
     row = session_row(value["session"])
     assert row.status == "ended" and profile_processes(row.profile_dir) == []
+
+
+def test_downloads_of_sessions_ended_long_ago_are_purged_by_the_files_sweep(app, api_key):
+    from datetime import datetime, timedelta, timezone
+
+    from app.models import ApiKey, BrowserWindow
+    from app.sessions.browsers import downloads_dir
+    from workers.sweeps import purge_expired_files
+
+    key_id = db.session.query(ApiKey.id).filter(ApiKey.name == "alice").scalar()
+    ttl = app.config["FILE_TTL_SECONDS"]
+    folders = {}
+    for name, ended_ago in (("old", ttl + 60), ("recent", 60)):
+        window = BrowserWindow(api_key_id=key_id, label=name)
+        db.session.add(window)
+        db.session.flush()
+        folder = downloads_dir(app.config, f"cbs_{name}")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.csv").write_text("a,b\n")
+        db.session.add(CloudSession(id=f"cbs_{name}", api_key_id=key_id, browser_window_id=window.id,
+                                    timeout_seconds=60, status="ended", end_reason="complete",
+                                    profile_dir=str(folder.parent / "profile"),
+                                    ended_at=datetime.now(timezone.utc) - timedelta(seconds=ended_ago)))
+        folders[name] = folder
+    db.session.commit()
+    purge_expired_files()
+    assert not folders["old"].parent.exists() and session_row("cbs_old").profile_dir is None
+    assert (folders["recent"] / "report.csv").exists()

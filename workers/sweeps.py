@@ -114,7 +114,9 @@ def purge_idempotency_keys():
 
 
 def purge_expired_files():
-    """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier); returns how many."""
+    """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier), and the downloads
+    of sessions that ended that long ago; returns how many uploads."""
+    sessions.purge_ended_files()
     return files.purge_expired()
 
 

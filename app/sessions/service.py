@@ -201,6 +201,22 @@ def end_abandoned_starts(seconds=300):
     return len(stuck)
 
 
+def purge_ended_files():
+    """Remove what ended sessions left on disk (their downloads) FILE_TTL_SECONDS after they ended."""
+    import shutil
+
+    ttl = current_app.config["FILE_TTL_SECONDS"]
+    ended = db.session.execute(select(CloudSession.id).where(
+        CloudSession.status == ENDED, CloudSession.profile_dir.is_not(None),
+        CloudSession.ended_at < now_plus(-ttl)).limit(500)).scalars().all()
+    for session_id in ended:
+        shutil.rmtree(browsers.session_dir(current_app.config, session_id), ignore_errors=True)
+    if ended:
+        db.session.execute(update(CloudSession).where(CloudSession.id.in_(ended)).values(profile_dir=None))
+    db.session.commit()
+    return len(ended)
+
+
 # Files the session's browser downloaded (local sessions: its downloads directory).
 
 def downloads(api_key_id, session_id):
