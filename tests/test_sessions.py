@@ -233,10 +233,10 @@ def test_tasks_in_one_session_run_one_at_a_time(service, api_key, site):
 def test_files_the_session_downloaded_reach_the_sdk(service, api_key, site):
     result = run_sdk(service, api_key, f'''
         import aiohttp
-        from narada import Agent, LambdaEnvironment
+        from narada import Agent, AgentKind, LambdaEnvironment
         env = LambdaEnvironment()
         try:
-            done = await Agent(environment=env).run("""go to {site.url("/downloads")}
+            done = await Agent(environment=env, kind=AgentKind.OPERATOR_MINI).run("""go to {site.url("/downloads")}
         click "Download the report"
         wait 1""")
             files = await env.get_downloaded_files()
@@ -374,3 +374,45 @@ def test_downloads_of_sessions_ended_long_ago_are_purged_by_the_files_sweep(app,
     purge_expired_files()
     assert not folders["old"].parent.exists() and session_row("cbs_old").profile_dir is None
     assert (folders["recent"] / "report.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def remote_webdriver():
+    """A W3C WebDriver endpoint of our own standing in for a Selenium Grid (SELENIUM_REMOTE_URL)."""
+    from tests.processes import ManagedProcess, free_port
+
+    port = free_port()
+    proc = ManagedProcess(["/usr/bin/chromedriver", f"--port={port}"], "remote-webdriver")
+    url = f"http://127.0.0.1:{port}"
+
+    def ready():
+        try:
+            return requests.get(url + "/status", timeout=1).json()["value"]["ready"]
+        except (requests.RequestException, ValueError, KeyError):
+            return False
+    proc.wait_until(ready, timeout=30)
+    yield url, proc
+    proc.stop()
+
+
+def test_with_selenium_remote_url_the_session_lives_there_and_tasks_reattach(app, api_key, site, remote_webdriver):
+    url, driver_proc = remote_webdriver
+    live = LiveService(env={"SELENIUM_REMOTE_URL": url})
+    try:
+        created = create(live, api_key)
+        row = session_row(created["session_id"])
+        assert row.host == "grid" and row.webdriver_url == url and row.pid is None  # nothing started here
+        target = {"cloudBrowserSessionId": created["session_id"]}
+        login = run_and_wait(live, api_key, {
+            "prompt": f'/Operator\ngo to {site.url("/login")}\ntype lin into "#u"\ntype ${{PASSWORD}} into "#p"\n'
+                      'click "Sign in"\nextract h1', "secretVariables": {"PASSWORD": PASSWORD}, **target})
+        account = run_and_wait(live, api_key, {"prompt": f"/Operator\ngo to {site.url('/account')}\nextract h1",
+                                               **target})
+        assert [login["response"]["text"], account["response"]["text"]] == ["Welcome lin", "Signed in as lin"]
+        assert requests.get(f"{url}/session/{row.webdriver_session}/url", timeout=5).ok
+        api(live, api_key, "POST", "/cloud-browser/stop-cloud-browser-session",
+            json={"session_id": created["session_id"]})
+        # Stopping ended the remote session (the endpoint closed its browser).
+        assert requests.get(f"{url}/session/{row.webdriver_session}/url", timeout=5).status_code == 404
+    finally:
+        live.stop()
