@@ -40,7 +40,8 @@ def test_agent_run_with_text_output(service, api_key):
         env = LambdaEnvironment(session_name="sdk text")
         try:
             response = await Agent(environment=env, kind=AgentKind.CORE_AGENT).run("answer Hello from the SDK")
-            emit(text=response.text, status=response.status, output=response.output.model_dump(), usage=response.usage.model_dump(),
+            emit(text=response.text, status=response.status, output=response.output.model_dump(),
+                 usage=response.usage.model_dump(),
                  request_id=response.request_id, session=env.session_id, trace=len(response.action_trace or []))
         finally:
             await env.close()

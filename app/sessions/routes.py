@@ -7,7 +7,8 @@ from ..auth import require_api_key
 from ..ratelimits import requests_limit
 from . import service
 from .schemas import (
-    CdpHeadersRequestSchema, CdpHeadersSchema, CdpSessionCreatedSchema, CreateSessionSchema, DownloadQuerySchema, DownloadsSchema, DownloadUrlSchema, SdkConfigSchema,
+    CdpHeadersRequestSchema, CdpHeadersSchema, CdpSessionCreatedSchema, CreateSessionSchema, DownloadQuerySchema,
+    DownloadsSchema, DownloadUrlSchema, SdkConfigSchema,
     SessionCreatedSchema, SessionQuerySchema, StopResultSchema, StopSessionSchema,
 )
 

@@ -6,7 +6,7 @@ import secrets
 
 from flask import current_app
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
-from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy import exists, func, or_, select, update
 
 from ..crypto import seal, unseal
 from ..errors import ApiError
