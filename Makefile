@@ -8,7 +8,7 @@ LLM_STAMP  := $(VENV)/.installed-llm
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn extension openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser browser-or-warn extension sdk openapi docs bench bench-sessions bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -50,11 +50,23 @@ run: $(STAMP) browser-or-warn $(RUN_NEEDS)
 	  web worker webhooks beat $(RUN_MODEL)
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) $(LLM_STAMP) services browser extension
+test: $(TEST_STAMP) $(LLM_STAMP) services browser extension sdk
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 services:
 	bash tests/ensure_services.sh
+
+## The official `narada` SDK (Python >= 3.12) and Playwright in a venv of their own, from
+## requirements-sdk.txt: tests/sdk_support.py runs scripts with it against the live service.
+SDK_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12))
+SDK_VENV   := .venv-sdk
+SDK_STAMP  := $(SDK_VENV)/.installed
+sdk: $(SDK_STAMP)
+$(SDK_STAMP): requirements-sdk.txt
+	@test -n "$(SDK_PYTHON)" -a -x "$(SDK_PYTHON)" || { echo "The narada SDK needs Python 3.12: none in ~/.pyenv/versions (pyenv install 3.12, or make SDK_PYTHON=/path/to/python3.12)"; exit 1; }
+	test -x $(SDK_VENV)/bin/python || $(SDK_PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/pip install -q -r requirements-sdk.txt
+	touch $(SDK_STAMP)
 
 ## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers).
 browser:
@@ -77,6 +89,11 @@ bench: $(STAMP) $(LLM_STAMP)
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run
 
+## Kept cloud browser sessions (bench/sessions.py): create → usable, warm session task ÷ fresh cloud_browser task.
+bench-sessions: $(STAMP) browser
+	$(BENCH_SERVICES)
+	$(BIN)/python -m bench.sessions
+
 ## Where the time goes under the benchmarks' load (py-spy): top frames of submit, poll and the pipeline.
 bench-profile: $(STAMP)
 	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy
@@ -96,4 +113,4 @@ openapi: $(STAMP)
 docs: openapi
 
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) $(SDK_VENV) var .pytest_cache

@@ -44,8 +44,20 @@ def error_response(status, error, message, headers=None, **extra):
     return response
 
 
+def _reason_phrase(message):
+    text = " ".join(str(message or "").split())
+    return "".join(c for c in text if 32 <= ord(c) < 127)[:200]
+
+
 def handle_api_error(exc):
-    return error_response(exc.status, exc.error, exc.message, exc.headers, **exc.extra)
+    response = error_response(exc.status, exc.error, exc.message, exc.headers, **exc.extra)
+    # For "which key / which resource / what state" errors the message is also the reason phrase:
+    # clients that only raise on the status line (the official SDK's raise_for_status) then say why,
+    # e.g. "404, message='No cloud browser session ... for this API key.'".
+    reason = _reason_phrase(exc.message) if exc.status in (401, 403, 404, 409) else ""
+    if reason:
+        response.status = f"{exc.status} {reason}"
+    return response
 
 
 def handle_http_exception(exc):

@@ -1,4 +1,4 @@
-"""Database tables: API keys, tasks, browser windows, webhook deliveries, files, idempotency."""
+"""Database tables: API keys, tasks, browser windows, cloud sessions, webhook deliveries, files, idempotency."""
 import uuid
 from datetime import timezone
 
@@ -109,6 +109,8 @@ class Task(db.Model):
     secrets_sealed: Mapped[str | None] = mapped_column(Text)
     # Fernet-encrypted JSON: each mcpServers item's authentication (options keep only its type).
     mcp_sealed: Mapped[str | None] = mapped_column(Text)
+    # The kept cloud browser session the web agent runs in (cloudBrowserSessionId), if any.
+    cloud_session_id: Mapped[str | None] = mapped_column(String(64))
 
     response: Mapped[dict | None] = mapped_column(JSON)
     usage: Mapped[dict | None] = mapped_column(JSON)
@@ -133,6 +135,42 @@ class Task(db.Model):
         Index("ix_tasks_key_created", "api_key_id", "created_at"),
         Index("ix_tasks_status_lease", "status", "lease_expires_at"),
     )
+
+
+class CloudSession(db.Model):
+    """A server-side browser kept between tasks, owned by one API key and addressed as its browser window.
+
+    The browser is a WebDriver session (`webdriver_url` + `webdriver_session`): on a Selenium Grid, or
+    behind a chromedriver this service started on `host` (`pid`, its process group; `profile_dir`, the
+    browser's user-data-dir under VAR_DIR). Workers re-attach to it; one task uses it at a time.
+    """
+
+    __tablename__ = "cloud_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    browser_window_id: Mapped[str] = mapped_column(ForeignKey("browser_windows.id", ondelete="CASCADE"))
+    name: Mapped[str | None] = mapped_column(String(200))
+    timeout_seconds: Mapped[int] = mapped_column(Integer)  # idle limit
+    status: Mapped[str] = mapped_column(String(20), default="starting")  # starting, active, ended
+    webdriver_url: Mapped[str | None] = mapped_column(Text)
+    webdriver_session: Mapped[str | None] = mapped_column(String(200))
+    debugger_address: Mapped[str | None] = mapped_column(String(200))  # host:port of DevTools
+    host: Mapped[str | None] = mapped_column(String(200))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    profile_dir: Mapped[str | None] = mapped_column(Text)
+    # CDP access (the SDK's CloudBrowserEnvironment): the credential its proxy accepts (encrypted), and the URL.
+    cdp_token_sealed: Mapped[str | None] = mapped_column(Text)
+    cdp_url: Mapped[str | None] = mapped_column(Text)
+    cdp_proxy_pid: Mapped[int | None] = mapped_column(Integer)
+    busy_task_id: Mapped[str | None] = mapped_column(String(36))  # the task driving it now
+    end_reason: Mapped[str | None] = mapped_column(String(40))
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    last_used_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    ended_at = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_cloud_sessions_status", "status", "last_used_at"),
+                      Index("ix_cloud_sessions_window", "browser_window_id", unique=True))
 
 
 class WebhookDelivery(db.Model):

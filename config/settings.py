@@ -144,6 +144,16 @@ def load():
         "WINDOW_COMMAND_TIMEOUT_SECONDS": _env("WINDOW_COMMAND_TIMEOUT_SECONDS", 60, float),
         "EXTENSION_ACTION_MAX_SECONDS": _env("EXTENSION_ACTION_MAX_SECONDS", 280, float),
         "IDEMPOTENCY_TTL_SECONDS": _env("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, int),
+        # Kept cloud browser sessions: idle limit (default, and the most a caller may ask for) and how many
+        # a key may hold open. They run where cloud_browser does (SELENIUM_REMOTE_URL, or chromedriver here).
+        "CLOUD_SESSION_TIMEOUT_SECONDS": _env("CLOUD_SESSION_TIMEOUT_SECONDS", 600, int),
+        "CLOUD_SESSION_MAX_TIMEOUT_SECONDS": _env("CLOUD_SESSION_MAX_TIMEOUT_SECONDS", 4 * 3600, int),
+        "CLOUD_SESSIONS_PER_KEY": _env("CLOUD_SESSIONS_PER_KEY", 5, int),
+        # The sessions' DevTools proxies listen here; CDP URLs name CDP_PUBLIC_HOST (default: the API's host).
+        "CDP_PROXY_BIND": _env("CDP_PROXY_BIND", "127.0.0.1"),
+        "CDP_PUBLIC_HOST": _env("CDP_PUBLIC_HOST"),
+        # The SDK refuses to run when older than this (GET /fast/v2/sdk/config).
+        "SDK_MIN_VERSION": _env("SDK_MIN_VERSION", "0.2.0"),
         # The console's signed session cookie; unset: derived from ENCRYPTION_KEY.
         "SECRET_KEY": _env("SECRET_KEY"),
         "CONSOLE_SESSION_HOURS": _env("CONSOLE_SESSION_HOURS", 12, float),

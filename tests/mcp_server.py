@@ -6,7 +6,7 @@ line, then serves until killed.
   `forecast(city)` and `alerts(region)`.
 - crm: Streamable HTTP at /mcp, behind the custom header `X-Crm-Key: <CRM_KEY>`; tools
   `lookup_customer(email)` and `slow_report()` (answers after a minute: the timeout case).
-- legacy: the older SSE transport at /sse, no authentication; tool `echo(text)`.
+- legacy: the older SSE transport at /sse, no authentication; tools `echo(text)`, `count_characters(text)`.
 Every request's headers are appended to the file named by MCP_HEADERS_LOG (to prove what was sent).
 """
 import asyncio
@@ -62,6 +62,11 @@ def legacy_server():
     def echo(text: str) -> str:
         """Echo the text back."""
         return f"echo: {text}"
+
+    @server.tool()
+    def count_characters(text: str) -> str:
+        """How many characters the text has (shows what a tool received without echoing it)."""
+        return f"{len(text)} characters"
 
     return server
 

@@ -16,6 +16,7 @@ app.conf.beat_schedule = {
     "purge-idempotency-keys": {"task": "workers.purge_idempotency_keys", "schedule": 3600},
     "purge-expired-files": {"task": "workers.purge_expired_files", "schedule": 300},
     "purge-window-commands": {"task": "workers.purge_window_commands", "schedule": 3600},
+    "end-idle-sessions": {"task": "workers.sweep_idle_sessions", "schedule": _sweep},
 }
 
 from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)

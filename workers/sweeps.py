@@ -1,6 +1,6 @@
 """Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
 unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys;
-delete uploaded files older than FILE_TTL_SECONDS."""
+delete uploaded files older than FILE_TTL_SECONDS; end idle cloud browser sessions."""
 import logging
 
 from flask import current_app
@@ -9,6 +9,7 @@ from sqlalchemy import and_, delete, or_, select
 from app import lifecycle
 from app.dispatch.service import dispatch
 from app.files import service as files
+from app.sessions import service as sessions
 from app.extensions import db
 from app.models import IdempotencyKey, Task, WebhookDelivery, now, now_plus
 from app.webhooks import delivery, outbox
@@ -113,5 +114,12 @@ def purge_idempotency_keys():
 
 
 def purge_expired_files():
-    """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier); returns how many."""
+    """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier), and the downloads
+    of sessions that ended that long ago; returns how many uploads."""
+    sessions.purge_ended_files()
     return files.purge_expired()
+
+
+def end_idle_sessions():
+    """End cloud browser sessions idle past their timeout, and launches abandoned mid-way; returns how many."""
+    return sessions.expire_idle() + sessions.end_abandoned_starts()

@@ -1,7 +1,7 @@
 """Celery tasks: thin wrappers over plain functions that tests call without a broker."""
 from celery import shared_task
 
-from . import runner, sweeps, webhooks
+from . import runner, session_actions, sweeps, webhooks
 
 # While the database is unreachable a message is retried later rather than dropped.
 RETRY_WHILE_DATABASE_DOWN = dict(autoretry_for=runner.DATABASE_DOWN, retry_backoff=1, retry_backoff_max=30,
@@ -53,3 +53,13 @@ def purge_window_commands():
 @shared_task(name="workers.purge_expired_files")
 def purge_expired_files():
     return sweeps.purge_expired_files()
+
+
+@shared_task(name="workers.sweep_idle_sessions")
+def sweep_idle_sessions():
+    return sweeps.end_idle_sessions()
+
+
+@shared_task(name="workers.serve_session_actions")
+def serve_session_actions(session_id):
+    return session_actions.serve(session_id)

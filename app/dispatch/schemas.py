@@ -227,6 +227,9 @@ class SubmitSchema(LenientSchema):
     callbackHeaders = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
     wait = StrictBoolean(load_default=False)
     cloudBrowserSessionName = fields.String(allow_none=True)
+    cloudBrowserSessionId = fields.String(allow_none=True, validate=validate.Length(max=64), metadata={
+        "description": "Run in this kept cloud browser session (POST /cloud-browser/"
+                       "create-and-initialize-cloud-browser-session); its browserWindowId may be sent too."})
 
     @pre_load
     def _accept_sdk_aliases(self, data, **_):
@@ -300,7 +303,8 @@ class SubmitSchema(LenientSchema):
 
     @validates_schema
     def _client_needs_window(self, data, **_):
-        if data.get("executionMode", "client") == "client" and not data.get("browserWindowId"):
+        if (data.get("executionMode", "client") == "client" and not data.get("browserWindowId")
+                and not data.get("cloudBrowserSessionId")):
             raise ValidationError(
                 "browserWindowId is required when executionMode is 'client' "
                 "(or use executionMode 'cloud' or 'cloud_browser').", "browserWindowId")

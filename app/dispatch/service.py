@@ -19,6 +19,7 @@ from ..crypto import seal, unseal
 from ..errors import ApiError, invalid
 from ..extensions import TASKS_QUEUE, db
 from ..files.service import referenced_keys, require_files
+from ..sessions import service as sessions
 from .schemas import mcp_namespace
 from ..models import IdempotencyKey, Task, TaskGif, new_id, now, now_plus
 
@@ -50,7 +51,11 @@ def submit(api_key_id, data, idempotency_key=None):
             return original, True
     mode = data["executionMode"]
     window_id = data.get("browserWindowId") if mode == "client" else None
-    if mode == "client":
+    # A kept cloud session (by its id, or by its window) runs the web agent in its own browser.
+    session = sessions.for_task(api_key_id, data.get("cloudBrowserSessionId"), window_id)
+    if session is not None:
+        window_id = session.browser_window_id
+    elif mode == "client":
         _require_window(api_key_id, window_id)
     previous = data.get("previousRequestId")
     if previous and not _owns_task(api_key_id, previous):
@@ -75,6 +80,7 @@ def submit(api_key_id, data, idempotency_key=None):
         agent=agent_for(data["prompt"]),
         execution_mode=mode,
         browser_window_id=window_id,
+        cloud_session_id=session.id if session is not None else None,
         prompt=data["prompt"],
         options=options,
         previous_request_id=previous,

@@ -217,7 +217,14 @@ def _notify(key):
 def run_extension_action(api_key_id, body):
     """POST /extension-actions: run one SDK action in the key's window; (`{status, data, error}`) or 504."""
     window_id = body["browserWindowId"]
-    online_window(api_key_id, window_id)
+    from ..sessions import service as sessions
+
+    # A kept cloud session's window has no extension: a worker runs the action in the session's browser.
+    session = sessions.serving_window(api_key_id, window_id)
+    if session is None:
+        online_window(api_key_id, window_id)
+    else:
+        sessions.serve_actions(session.id)
     config = current_app.config
     ceiling = config["EXTENSION_ACTION_MAX_SECONDS"]
     timeout = min(body.get("timeout") or config["WINDOW_COMMAND_TIMEOUT_SECONDS"], ceiling)

@@ -12,9 +12,11 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 
 from app.egress import Policy
+from app.errors import ApiError
 from app.extensions import db
 from app.files.service import referenced_keys
 from app.models import StoredFile
+from app.sessions import service as sessions
 
 from . import attachments, pages
 from .actions import STRING, Finish, Observation, Outcome, Tool, params
@@ -156,8 +158,12 @@ class Environment:
         raise Finish(Outcome("error", reason))
 
     def do_ask_user(self, question):
-        hitl = {"inputId": str(uuid.uuid4()),
-                "action": {"name": "prompt_for_user_input", "question": question, "inputType": "text"}}
+        input_id = str(uuid.uuid4())
+        # The SDK's shape (PromptForUserInputRequest: step_id, variables, prompt_message) plus ours.
+        hitl = {"inputId": input_id,
+                "action": {"name": "prompt_for_user_input", "question": question, "inputType": "text",
+                           "step_id": input_id, "prompt_message": question,
+                           "variables": [{"name": "answer", "type": "string", "required": True}]}}
         raise Finish(Outcome("input-required", question, hitl=hitl))
 
     def do_wait(self, seconds):
@@ -473,6 +479,40 @@ class ClientBrowserEnvironment(BrowserEnvironment):
                 log.warning("task %s: the extension could not save the GIF", self.task.id, exc_info=True)
 
 
+class KeptSessionEnvironment(BrowserEnvironment):
+    """`cloudBrowserSessionId`: the session's kept browser, one task at a time; it stays open after the task."""
+
+    POLL_SECONDS = 0.25
+
+    def start_browser(self, task, should_stop, config):
+        from workers.browser.kept_session import KeptSessionBrowser
+
+        deadline = time.monotonic() + config["TASK_TIMEOUT_SECONDS"]
+        try:
+            while (session := sessions.acquire(task.cloud_session_id, task.id)) is None:
+                if should_stop() or time.monotonic() > deadline:  # another task of the session holds it
+                    raise BrowserUnavailable("The cloud browser session stayed busy with another task.")
+                time.sleep(self.POLL_SECONDS)
+        except ApiError as exc:
+            raise BrowserUnavailable(exc.message) from None
+        self.session_id = session.id
+        try:
+            return KeptSessionBrowser(
+                webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
+                label=session.name or session.id, remote=session.host == "grid",
+                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+        except BrowserUnavailable:
+            sessions.release(session.id, task.id)
+            raise
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if getattr(self, "session_id", None):
+                sessions.release(self.session_id, self.task.id)
+
+
 # executionMode → browser environment class for the web agent; the browser issues register theirs here.
 BROWSER_ENVIRONMENTS = {"cloud_browser": CloudBrowserEnvironment, "client": ClientBrowserEnvironment}
 
@@ -480,6 +520,8 @@ BROWSER_ENVIRONMENTS = {"cloud_browser": CloudBrowserEnvironment, "client": Clie
 def environment_for(task, should_stop, config):
     if task.agent != "web":
         return GeneralEnvironment(task, should_stop)
+    if task.cloud_session_id:
+        return KeptSessionEnvironment(task, should_stop, config)
     if task.execution_mode == "cloud":
         return HttpPageEnvironment(task, should_stop, policy=Policy.from_config(config),
                                    timeout=config["FETCH_TIMEOUT_SECONDS"])

@@ -3,7 +3,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import jsonschema
 
@@ -18,8 +18,14 @@ class BudgetExceeded(Exception):
     pass
 
 
-def _ts(epoch):
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _ts(epoch_ms):
+    """Whole milliseconds, so durationMs is exactly endTs - startTs (the official SDK checks it)."""
+    stamp = datetime.fromtimestamp(epoch_ms // 1000, timezone.utc) + timedelta(milliseconds=epoch_ms % 1000)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _ms(epoch):
+    return int(epoch * 1000)
 
 
 @dataclass
@@ -113,7 +119,7 @@ class AgentLoop:
             log.info("action %d: %s", self.state.actions, self.secrets.redact(action.description or action.name))
             entry = {
                 "url": observation.url, "action": self.secrets.redact(action.description or action.name),
-                "startTs": _ts(start), "endTs": _ts(end), "durationMs": int((end - start) * 1000),
+                "startTs": _ts(_ms(start)), "endTs": _ts(_ms(end)), "durationMs": _ms(end) - _ms(start),
             }
             if observation.trace_result is not None:
                 entry["result"] = self.secrets.redact(observation.trace_result)
@@ -154,7 +160,7 @@ class AgentLoop:
         return Outcome("error", f"The answer does not match the responseFormat JSON Schema: {problem}")
 
     def _trace_final(self, outcome):
-        now = time.time()
+        now = _ms(time.time())
         self.state.trace.append({
             "url": self.secrets.redact(self.environment.url()),
             "action": outcome.text if outcome.status == "success" else f"{outcome.status}: {outcome.text}",

@@ -1,0 +1,1 @@
+"""Cloud browser sessions: a server-side browser kept between tasks (and the SDK's config endpoint)."""

@@ -1,0 +1,258 @@
+"""The browser behind a cloud session: a W3C WebDriver session on a Selenium Grid, or on a chromedriver started here."""
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import requests
+
+log = logging.getLogger(__name__)
+
+# Spoken over plain HTTP (the W3C protocol): Selenium itself is imported only by the workers, which
+# re-attach to the session this creates.
+START_TIMEOUT = 30
+MARKER = "rd-cloud-session-"  # in every profile directory we create: how the reaper proves a process is ours
+
+
+class LaunchFailed(Exception):
+    """No browser could be started for the session (the message says why)."""
+
+
+@dataclass
+class Launched:
+    webdriver_url: str
+    webdriver_session: str
+    debugger_address: str | None  # host:port of the browser's DevTools endpoint, when known
+    host: str
+    pid: int | None = None  # chromedriver, leader of its process group (local only)
+    profile_dir: str | None = None
+
+
+def session_dir(config, session_id):
+    return Path(config["VAR_DIR"]) / "cloud-sessions" / f"{MARKER}{session_id}"
+
+
+def downloads_dir(config, session_id):
+    return session_dir(config, session_id) / "downloads"
+
+
+def chrome_options(config, profile_dir=None, downloads=None):
+    """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser."""
+    width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
+    args = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
+            "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain",
+            f"--window-size={int(width)},{int(height or 900)}", f"--lang={config.get('BROWSER_LOCALE', 'en-US')}"]
+    if os.geteuid() == 0:  # Chromium refuses to run as root with its sandbox
+        args.append("--no-sandbox")
+    if config.get("BROWSER_PROXY"):  # the egress policy's proxy, as for cloud_browser
+        args += [f"--proxy-server=http://{config['BROWSER_PROXY']}", "--proxy-bypass-list=<-loopback>"]
+    if profile_dir:
+        args.append(f"--user-data-dir={profile_dir}")
+    prefs = {"credentials_enable_service": False, "profile.password_manager_enabled": False,
+             "download.prompt_for_download": False}
+    if downloads:
+        prefs.update({"download.default_directory": str(downloads), "download.directory_upgrade": True})
+    return {"args": args, "prefs": prefs}
+
+
+def launch(config, session_id):
+    """Start the session's browser: on SELENIUM_REMOTE_URL when set, else on a chromedriver of our own."""
+    if config.get("SELENIUM_REMOTE_URL"):
+        return _launch_on_grid(config, session_id)
+    return _launch_local(config, session_id)
+
+
+def _launch_on_grid(config, session_id):
+    url = config["SELENIUM_REMOTE_URL"].rstrip("/")
+    caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options(config)})
+    return Launched(url, caps["sessionId"], caps["capabilities"].get("se:cdp"), host="grid")
+
+
+def _launch_local(config, session_id):
+    for path in (config["CHROMEDRIVER_PATH"], config["CHROMIUM_PATH"]):
+        if not os.access(path, os.X_OK):
+            raise LaunchFailed(f"{path} is not installed (make browser installs Chromium and chromedriver).")
+    root = session_dir(config, session_id)
+    profile, downloads = root / "profile", root / "downloads"
+    profile.mkdir(parents=True, exist_ok=True)
+    downloads.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    logfile = open(root / "chromedriver.log", "ab")
+    # Its own process group (start_new_session): it outlives this web request, and stopping the
+    # session signals the group (chromedriver and the Chromium it started) at once.
+    proc = subprocess.Popen([config["CHROMEDRIVER_PATH"], f"--port={port}", "--allowed-ips=127.0.0.1"],
+                            stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    logfile.close()
+    threading.Thread(target=proc.wait, name=f"reap-chromedriver-{proc.pid}", daemon=True).start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc)
+        options = {**chrome_options(config, profile, downloads), "binary": config["CHROMIUM_PATH"]}
+        caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": options})
+    except BaseException:
+        _kill_group(proc.pid, str(profile))
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    debugger = (caps["capabilities"].get("goog:chromeOptions") or {}).get("debuggerAddress")
+    return Launched(url, caps["sessionId"], debugger, host=socket.gethostname(), pid=proc.pid,
+                    profile_dir=str(profile))
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_ready(url, proc):
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LaunchFailed(f"chromedriver exited at start (status {proc.returncode}).")
+        try:
+            if requests.get(url + "/status", timeout=2).json()["value"].get("ready"):
+                return
+        except (requests.RequestException, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    raise LaunchFailed("chromedriver did not become ready.")
+
+
+def _new_session(url, always_match):
+    try:
+        reply = requests.post(url + "/session", json={"capabilities": {"alwaysMatch": always_match}},
+                              timeout=START_TIMEOUT + 30)
+        value = reply.json()["value"]
+    except (requests.RequestException, ValueError, KeyError) as exc:
+        raise LaunchFailed(f"the WebDriver endpoint did not answer: {exc}") from None
+    if "sessionId" not in value:
+        raise LaunchFailed(f"the browser did not start: {value.get('message', value)}"[:500])
+    return value
+
+
+def is_alive(webdriver_url, webdriver_session):
+    """True if the WebDriver session still answers (the browser is up)."""
+    try:
+        return requests.get(f"{webdriver_url}/session/{webdriver_session}/url", timeout=5).ok
+    except requests.RequestException:
+        return False
+
+
+def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir=None, extra_pids=()):
+    """End the WebDriver session and every process of it we started on this host. Idempotent."""
+    if webdriver_url and webdriver_session:
+        try:
+            requests.delete(f"{webdriver_url}/session/{webdriver_session}", timeout=15)
+        except requests.RequestException:
+            pass  # already gone, or the Grid is down: the processes below still go
+    if host not in (None, "grid") and host != socket.gethostname():
+        log.warning("session processes live on %s; only the WebDriver session could be ended from here", host)
+        return
+    for extra in extra_pids:
+        if extra:
+            _kill_group(extra, None)
+    if pid:
+        _kill_group(pid, profile_dir)
+    if profile_dir:
+        _reap_profile_processes(profile_dir)
+        shutil.rmtree(Path(profile_dir).parent / "profile", ignore_errors=True)
+
+
+def _kill_group(pid, profile_dir):
+    """SIGTERM, then SIGKILL, the process group `pid` leads, if it is still one of ours."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if not _group_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _group_alive(pgid):
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    return True
+            except (OSError, IndexError, ValueError):
+                continue
+    return False
+
+
+def profile_processes(profile_dir):
+    """PIDs whose command line names this session's profile directory (Chromium and its helpers)."""
+    needle = os.fsencode(profile_dir)
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if needle in cmdline.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _reap_profile_processes(profile_dir):
+    """A Chromium that left the group (a crashed chromedriver re-parents it) is still found by its profile,
+    whose path carries MARKER and the session id: only our own processes can match."""
+    if MARKER not in profile_dir:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = profile_processes(profile_dir)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and profile_processes(profile_dir):
+            time.sleep(0.05)
+
+
+def start_cdp_proxy(config, debugger_address, token_sha256):
+    """Start the session's authenticating DevTools proxy (app/sessions/cdp_proxy.py): (pid, port, ws path)."""
+    if not debugger_address:
+        raise LaunchFailed("this session's browser has no DevTools endpoint.")
+    if "://" in debugger_address:  # a Grid's se:cdp URL: its path is the one endpoint allowed
+        parts = urlsplit(debugger_address)
+        target, path, prefix = f"{parts.hostname}:{parts.port or 80}", parts.path, parts.path
+    else:
+        port = debugger_address.rpartition(":")[2]
+        target, prefix = f"127.0.0.1:{port}", "/devtools/"
+        try:
+            version = requests.get(f"http://{target}/json/version", timeout=10).json()
+        except (requests.RequestException, ValueError) as exc:
+            raise LaunchFailed(f"the browser's DevTools endpoint did not answer: {exc}") from None
+        path = urlsplit(version["webSocketDebuggerUrl"]).path
+    env = {**os.environ, "CDP_TARGET": target, "CDP_TOKEN_SHA256": token_sha256, "CDP_ALLOWED_PREFIX": prefix,
+           "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1")}
+    proc = subprocess.Popen([sys.executable, "-m", "app.sessions.cdp_proxy"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    line = proc.stdout.readline().strip()
+    proc.stdout.close()
+    threading.Thread(target=proc.wait, name=f"reap-cdp-proxy-{proc.pid}", daemon=True).start()
+    if not line.isdigit():
+        _kill_group(proc.pid, None)
+        raise LaunchFailed("the DevTools proxy did not start.")
+    return proc.pid, int(line), path

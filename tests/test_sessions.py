@@ -1,0 +1,418 @@
+"""Kept cloud browser sessions: a real Chromium that outlives tasks, driven through the API and the official SDK."""
+import secrets
+import threading
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+import requests
+
+from app.extensions import db
+from app.models import CloudSession
+from app.sessions.browsers import profile_processes
+from tests.conftest import wait_until
+from tests.sdk_support import LiveService, run_sdk
+
+pytestmark = pytest.mark.slow
+PASSWORD = "Kept-Session pass#42"
+
+
+class LoginSite:
+    """A site with a real login: /login (form) → /session sets a cookie → /account says who is signed in."""
+
+    def __init__(self):
+        self.sessions = {}
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                query = dict(parse_qsl(parts.query))
+                cookie = SimpleCookie(self.headers.get("Cookie", ""))
+                user = site.sessions.get(cookie["sid"].value) if "sid" in cookie else None
+                headers = {}
+                if parts.path == "/login":
+                    body = ("<h1>Sign in</h1><form action='/session' method='get'><label for='u'>User</label>"
+                            "<input id='u' name='user'><label for='p'>Password</label>"
+                            "<input id='p' name='password' type='password'><button type='submit'>Sign in</button></form>")
+                elif parts.path == "/session" and query.get("password") == PASSWORD:
+                    sid = secrets.token_hex(8)
+                    site.sessions[sid] = query.get("user", "")
+                    headers["Set-Cookie"] = f"sid={sid}; Path=/; HttpOnly"
+                    body = f"<h1>Welcome {query.get('user')}</h1>"
+                elif parts.path == "/session":
+                    body = "<h1>Wrong password</h1>"
+                elif parts.path == "/account":
+                    body = f"<h1>Signed in as {user}</h1>" if user else "<h1>Not signed in</h1>"
+                elif parts.path.startswith("/page/"):
+                    body = f"<h1>{parts.path.rsplit('/', 1)[1]}</h1>"
+                elif parts.path == "/report.csv":
+                    data = b"region,total\nnorth,7\n"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/csv")
+                    self.send_header("Content-Disposition", "attachment; filename=report.csv")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                elif parts.path == "/downloads":
+                    body = "<h1>Reports</h1><a href='/report.csv' id='csv'>Download the report</a>"
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                data = f"<html><head><title>Site</title></head><body>{body}</body></html>".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def service(app):
+    live = LiveService(beat=True, concurrency=2)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def site():
+    server = LoginSite()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_session_left(app):
+    """Every session a test started is ended with it (tables are emptied between tests)."""
+    yield
+    from app.sessions import service as sessions
+
+    db.session.rollback()
+    for session_id in db.session.query(CloudSession.id).filter(CloudSession.status != "ended").all():
+        sessions.end(session_id[0], "terminated")
+
+
+def api(service, key, method, path, **kwargs):
+    return requests.request(method, service.api_base + path, headers={"x-api-key": key}, timeout=120, **kwargs)
+
+
+def create(service, key, **body):
+    reply = api(service, key, "POST", "/cloud-browser/create-and-initialize-cloud-browser-session",
+                json={"require_extension": False, **body})
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def run_and_wait(service, key, body):
+    submitted = api(service, key, "POST", "/remote-dispatch", json=body)
+    assert submitted.status_code == 202, submitted.text
+    request_id = submitted.json()["requestId"]
+    return wait_until(lambda: (lambda b: b if b["completedAt"] else None)(
+        api(service, key, "GET", f"/remote-dispatch/responses/{request_id}").json()), "the task", timeout=120)
+
+
+def session_row(session_id):
+    db.session.rollback()
+    return db.session.get(CloudSession, session_id, populate_existing=True)
+
+
+def test_two_sdk_runs_in_one_session_share_the_login_cookie(service, api_key, site):
+    result = run_sdk(service, api_key, f'''
+        from narada import Agent, LambdaEnvironment
+        env = LambdaEnvironment(session_name="shop admin")
+        try:
+            agent = Agent(environment=env)  # the web agent (/Operator), in the session's browser
+            login = await agent.run("""go to {site.url("/login")}
+        type ada into "#u"
+        type ${{PASSWORD}} into "#p"
+        click "Sign in"
+        extract h1""", secret_variables={{"PASSWORD": {PASSWORD!r}}})
+            account = await agent.run("""go to {site.url("/account")}
+        extract h1""")
+            emit(login=login.text, account=account.text, statuses=[login.status, account.status],
+                 session=env.session_id, window=env._browser_window_id)
+        finally:
+            await env.close()
+    ''')
+    value = result.value
+    assert value["statuses"] == ["success", "success"], value
+    assert value["login"] == "Welcome ada"
+    assert value["account"] == "Signed in as ada"  # the second task found the first one's cookie
+    assert PASSWORD not in result.stdout + result.stderr
+    # A fresh cloud_browser task is a different browser: not signed in.
+    fresh = run_and_wait(service, api_key, {"prompt": f"/Operator\ngo to {site.url('/account')}\nextract h1",
+                                            "executionMode": "cloud_browser"})
+    assert fresh["response"]["text"] == "Not signed in"
+    row = session_row(value["session"])
+    assert row.status == "ended" and row.browser_window_id == value["window"] and row.busy_task_id is None
+
+
+def test_stop_ends_the_session_and_its_browser_processes(service, api_key, site):
+    created = create(service, api_key, session_name="to stop")
+    row = session_row(created["session_id"])
+    assert row.status == "active" and profile_processes(row.profile_dir)
+    body = {"prompt": f"/Operator\ngo to {site.url('/page/hello')}\nextract h1",
+            "cloudBrowserSessionId": created["session_id"], "browserWindowId": created["browser_window_id"]}
+    assert run_and_wait(service, api_key, body)["response"]["text"] == "hello"
+
+    stopped = api(service, api_key, "POST", "/cloud-browser/stop-cloud-browser-session",
+                  json={"session_id": created["session_id"], "status": "complete"})
+    assert stopped.status_code == 200 and stopped.json()["success"] is True
+    assert profile_processes(row.profile_dir) == []  # chromedriver and every Chromium process are gone
+    assert session_row(created["session_id"]).end_reason == "complete"
+    again = api(service, api_key, "POST", "/remote-dispatch", json=body)
+    assert again.status_code == 409 and again.json()["error"] == "Session Ended"
+    assert api(service, api_key, "POST", "/cloud-browser/stop-cloud-browser-session",
+               json={"session_id": created["session_id"]}).json()["success"] is True  # idempotent
+
+
+def test_an_idle_session_is_ended_by_the_sweep(service, api_key):
+    created = create(service, api_key, session_timeout=2)
+    row = session_row(created["session_id"])
+    assert profile_processes(row.profile_dir)
+    ended = wait_until(lambda: (lambda r: r if r.status == "ended" else None)(session_row(created["session_id"])),
+                       "the idle sweep", timeout=60)
+    assert ended.end_reason == "timed_out"
+    # The row says ended first (no new task may start), then the sweep stops the processes.
+    wait_until(lambda: profile_processes(row.profile_dir) == [], "the browser processes to end", timeout=30)
+    submitted = api(service, api_key, "POST", "/remote-dispatch", json={
+        "prompt": "answer hi", "cloudBrowserSessionId": created["session_id"]})
+    assert submitted.status_code == 409 and "has ended (timed_out)" in submitted.json()["message"]
+
+
+def test_another_keys_session_is_not_found(service, api_key, other_key):
+    created = create(service, api_key)
+    session_id = created["session_id"]
+    for method, path, kwargs in [
+        ("POST", "/cloud-browser/stop-cloud-browser-session", {"json": {"session_id": session_id}}),
+        ("GET", "/cloud-browser/replay/downloads", {"params": {"session_id": session_id}}),
+        ("GET", "/cloud-browser/replay/download-url", {"params": {"session_id": session_id, "key": "x.csv"}}),
+        ("POST", "/remote-dispatch", {"json": {"prompt": "answer hi", "cloudBrowserSessionId": session_id}}),
+        ("POST", "/remote-dispatch", {"json": {"prompt": "answer hi", "browserWindowId": created["browser_window_id"]}}),
+    ]:
+        reply = api(service, other_key, method, path, **kwargs)
+        assert reply.status_code == 404, (path, reply.text)
+        assert set(reply.json()) == {"error", "message"}
+    assert session_row(session_id).status == "active"  # the other key's stop did nothing
+
+
+def test_tasks_in_one_session_run_one_at_a_time(service, api_key, site):
+    created = create(service, api_key)
+    target = {"cloudBrowserSessionId": created["session_id"], "browserWindowId": created["browser_window_id"]}
+    # Submitted together, two workers free: were they to share the tab at once, the first would read "second".
+    first = api(service, api_key, "POST", "/remote-dispatch", json={
+        "prompt": f"/Operator\ngo to {site.url('/page/first')}\nwait 2\nextract h1", **target}).json()["requestId"]
+    second = api(service, api_key, "POST", "/remote-dispatch", json={
+        "prompt": f"/Operator\ngo to {site.url('/page/second')}\nextract h1", **target}).json()["requestId"]
+    results = {}
+    for request_id in (first, second):
+        results[request_id] = wait_until(lambda: (lambda b: b if b["completedAt"] else None)(
+            api(service, api_key, "GET", f"/remote-dispatch/responses/{request_id}").json()), "tasks", timeout=120)
+    assert results[first]["response"]["text"] == "first"
+    assert results[second]["response"]["text"] == "second"
+
+
+def test_files_the_session_downloaded_reach_the_sdk(service, api_key, site):
+    result = run_sdk(service, api_key, f'''
+        import aiohttp
+        from narada import Agent, AgentKind, LambdaEnvironment
+        env = LambdaEnvironment()
+        try:
+            done = await Agent(environment=env, kind=AgentKind.OPERATOR_MINI).run("""go to {site.url("/downloads")}
+        click "Download the report"
+        wait 1""")
+            files = await env.get_downloaded_files()
+            async with aiohttp.ClientSession() as http:  # the link needs no API key
+                async with http.get(files[0].download_url) as reply:
+                    content = await reply.text()
+            emit(status=done.status, names=[f.file_name for f in files], size=files[0].size, content=content)
+        finally:
+            await env.close()
+    ''')
+    assert result.value == {"status": "success", "names": ["report.csv"], "size": 21,
+                            "content": "region,total\nnorth,7\n"}
+
+
+def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(service, api_key, other_key, site):
+    result = run_sdk(service, api_key, f'''
+        import aiohttp
+        from playwright.async_api import async_playwright
+        from narada import Agent, BrowserConfig, CloudBrowserEnvironment
+        env = CloudBrowserEnvironment(config=BrowserConfig(interactive=False), session_name="cdp")
+        await env.start()
+        try:
+            response = await Agent(environment=env).run("""go to {site.url("/login")}
+        type grace into "#u"
+        type ${{PASSWORD}} into "#p"
+        click "Sign in"
+        extract h1""", secret_variables={{"PASSWORD": {PASSWORD!r}}})
+            direct_url = (await Agent(environment=env).get_url()).url  # a direct action in the same browser
+            # Over CDP ourselves, with the session's credential: the agent's login is in this browser.
+            headers = await env._generate_cdp_auth_headers()
+            async with async_playwright() as playwright:
+                browser = await playwright.chromium.connect_over_cdp(env._cdp_websocket_url, headers=headers)
+                page = await browser.contexts[0].new_page()
+                await page.goto({site.url("/account")!r})
+                account = await page.locator("h1").inner_text()
+                await page.close()
+                await browser.close()
+                refused = []
+                for bad in ({{}}, {{"Authorization": "Bearer not-the-token"}}):
+                    try:
+                        await playwright.chromium.connect_over_cdp(env._cdp_websocket_url, headers=bad, timeout=5000)
+                        refused.append(False)
+                    except Exception as exc:
+                        refused.append("401" in str(exc) or "Unauthorized" in str(exc))
+            emit(text=response.text, status=response.status, account=account, refused=refused, direct_url=direct_url,
+                 session=env.cloud_browser_session_id, window=env.browser_window_id, url=env._cdp_websocket_url,
+                 headers=headers)
+        finally:
+            await env.close()
+    ''')
+    value = result.value
+    assert value["status"] == "success" and value["text"] == "Welcome grace"
+    assert value["account"] == "Signed in as grace"
+    assert value["direct_url"].startswith(site.url("/session?"))
+    assert value["refused"] == [True, True]
+    row = session_row(value["session"])
+    assert row.browser_window_id == value["window"] and row.status == "ended"
+    assert profile_processes(row.profile_dir) == []
+    # The credential ended with the session: the proxy is gone, and the API will not hand it out again.
+    with pytest.raises(requests.ConnectionError):
+        requests.get(value["url"].replace("ws://", "http://"), headers=value["headers"], timeout=5)
+    again = api(service, api_key, "POST", "/cloud-browser/generate-cdp-auth-headers",
+                json={"cdp_websocket_url": value["url"]})
+    assert again.status_code == 409
+    other = api(service, other_key, "POST", "/cloud-browser/generate-cdp-auth-headers",
+                json={"cdp_websocket_url": value["url"]})
+    assert other.status_code == 404
+
+
+def test_remote_browser_environment_round_trip_in_a_session(service, api_key, site):
+    result = run_sdk(service, api_key, f'''
+        import base64
+        from narada import Agent, LambdaEnvironment, RemoteBrowserEnvironment
+        from narada_core.errors import NaradaError
+        created = LambdaEnvironment()
+        await created.start()
+        env = RemoteBrowserEnvironment(browser_window_id=created._browser_window_id,
+                                       cloud_browser_session_id=created.session_id)
+        agent = Agent(environment=env)
+        await agent.go_to_url(url={site.url("/page/direct")!r})
+        url = (await agent.get_url()).url
+        heading = await agent.execute_javascript_on_page(code="document.querySelector('h1').textContent")
+        doubled = await agent.execute_javascript_on_page(code="const n = 21; return n * 2;")
+        simplified = (await agent.get_simplified_html()).html
+        shot = await agent.get_screenshot()
+        png = base64.b64decode(shot.base64_content)[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+        run = await agent.run("extract h1")  # the agent goes on where the direct actions left the page
+        try:
+            await agent.press_key(events=[{{"code": "Enter"}}])
+            unsupported = None
+        except NaradaError as exc:
+            unsupported = str(exc)
+        await env.close()  # stops the session
+        try:
+            await agent.get_url()
+            after_stop = None
+        except Exception as exc:
+            after_stop = str(exc)
+        emit(url=url, heading=heading, doubled=doubled, simplified="direct" in simplified, png=png,
+             run=[run.status, run.text], unsupported=unsupported, after_stop=after_stop, session=created.session_id)
+    ''')
+    value = result.value
+    assert value["url"] == site.url("/page/direct") and value["heading"] == "direct" and value["doubled"] == 42
+    assert value["simplified"] and value["png"]
+    assert value["run"] == ["success", "direct"]
+    assert "not available in a cloud browser session" in value["unsupported"]
+    assert "409" in value["after_stop"] and "has ended" in value["after_stop"]
+    row = session_row(value["session"])
+    assert row.status == "ended" and profile_processes(row.profile_dir) == []
+
+
+def test_downloads_of_sessions_ended_long_ago_are_purged_by_the_files_sweep(app, api_key):
+    from datetime import datetime, timedelta, timezone
+
+    from app.models import ApiKey, BrowserWindow
+    from app.sessions.browsers import downloads_dir
+    from workers.sweeps import purge_expired_files
+
+    key_id = db.session.query(ApiKey.id).filter(ApiKey.name == "alice").scalar()
+    ttl = app.config["FILE_TTL_SECONDS"]
+    folders = {}
+    for name, ended_ago in (("old", ttl + 60), ("recent", 60)):
+        window = BrowserWindow(api_key_id=key_id, label=name)
+        db.session.add(window)
+        db.session.flush()
+        folder = downloads_dir(app.config, f"cbs_{name}")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.csv").write_text("a,b\n")
+        db.session.add(CloudSession(id=f"cbs_{name}", api_key_id=key_id, browser_window_id=window.id,
+                                    timeout_seconds=60, status="ended", end_reason="complete",
+                                    profile_dir=str(folder.parent / "profile"),
+                                    ended_at=datetime.now(timezone.utc) - timedelta(seconds=ended_ago)))
+        folders[name] = folder
+    db.session.commit()
+    purge_expired_files()
+    assert not folders["old"].parent.exists() and session_row("cbs_old").profile_dir is None
+    assert (folders["recent"] / "report.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def remote_webdriver():
+    """A W3C WebDriver endpoint of our own standing in for a Selenium Grid (SELENIUM_REMOTE_URL)."""
+    from tests.processes import ManagedProcess, free_port
+
+    port = free_port()
+    proc = ManagedProcess(["/usr/bin/chromedriver", f"--port={port}"], "remote-webdriver")
+    url = f"http://127.0.0.1:{port}"
+
+    def ready():
+        try:
+            return requests.get(url + "/status", timeout=1).json()["value"]["ready"]
+        except (requests.RequestException, ValueError, KeyError):
+            return False
+    proc.wait_until(ready, timeout=30)
+    yield url, proc
+    proc.stop()
+
+
+def test_with_selenium_remote_url_the_session_lives_there_and_tasks_reattach(app, api_key, site, remote_webdriver):
+    url, driver_proc = remote_webdriver
+    live = LiveService(env={"SELENIUM_REMOTE_URL": url})
+    try:
+        created = create(live, api_key)
+        row = session_row(created["session_id"])
+        assert row.host == "grid" and row.webdriver_url == url and row.pid is None  # nothing started here
+        target = {"cloudBrowserSessionId": created["session_id"]}
+        login = run_and_wait(live, api_key, {
+            "prompt": f'/Operator\ngo to {site.url("/login")}\ntype lin into "#u"\ntype ${{PASSWORD}} into "#p"\n'
+                      'click "Sign in"\nextract h1', "secretVariables": {"PASSWORD": PASSWORD}, **target})
+        account = run_and_wait(live, api_key, {"prompt": f"/Operator\ngo to {site.url('/account')}\nextract h1",
+                                               **target})
+        assert [login["response"]["text"], account["response"]["text"]] == ["Welcome lin", "Signed in as lin"]
+        assert requests.get(f"{url}/session/{row.webdriver_session}/url", timeout=5).ok
+        api(live, api_key, "POST", "/cloud-browser/stop-cloud-browser-session",
+            json={"session_id": created["session_id"]})
+        # Stopping ended the remote session (the endpoint closed its browser).
+        assert requests.get(f"{url}/session/{row.webdriver_session}/url", timeout=5).status_code == 404
+    finally:
+        live.stop()

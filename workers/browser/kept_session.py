@@ -1,0 +1,58 @@
+"""A kept cloud session's browser, re-attached: the Selenium driver over the session's existing WebDriver session.
+
+The session (app/sessions) started the browser; a task attaches to it, drives it, and detaches when it ends,
+leaving the browser, its cookies and its tabs for the session's next task.
+"""
+from selenium.common.exceptions import NoSuchWindowException, WebDriverException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.remote_connection import ChromeRemoteConnection
+from selenium.webdriver.remote.file_detector import LocalFileDetector
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from .base import BrowserUnavailable
+from .selenium_driver import SeleniumBrowser, _reason
+
+
+class _AttachedDriver(WebDriver):
+    """A Remote driver bound to an existing session: it creates none (and KeptSessionBrowser never quits it)."""
+
+    def __init__(self, url, session_id):
+        self._existing_session = session_id
+        super().__init__(command_executor=ChromeRemoteConnection(url), options=Options())
+
+    def start_session(self, capabilities):
+        self.session_id = self._existing_session
+        self.caps = {"browserName": "chrome"}
+
+
+class KeptSessionBrowser(SeleniumBrowser):
+    """SeleniumBrowser on a session it did not start: close() detaches and the browser stays up."""
+
+    def __init__(self, *, webdriver_url, webdriver_session, label="", remote=False, page_load_timeout=30.0,
+                 should_stop=lambda: False):
+        self.label = label
+        self.remote_url = webdriver_url if remote else None
+        self.time_zone = None  # the session's browser keeps one zone for all its tasks
+        self.should_stop = should_stop
+        self.download_dir = None
+        self.profile = None  # owned by the session, removed when it ends
+        self.service = None
+        self._closed = False
+        self._history_tabs = {}
+        try:
+            self.driver = _AttachedDriver(webdriver_url, webdriver_session)
+            if remote:
+                self.driver.file_detector = LocalFileDetector()
+            self.driver.set_page_load_timeout(page_load_timeout)
+            self.driver.set_script_timeout(30)
+            self._known_handles = list(self.driver.window_handles)
+            try:
+                self.driver.current_window_handle
+            except NoSuchWindowException:  # the previous task closed the tab it ended on
+                self._recover_tab()
+        except WebDriverException as exc:
+            raise BrowserUnavailable(f"The cloud browser session's browser is not reachable: {_reason(exc)}") from None
+
+    def close(self):
+        """Detach: the session's browser, cookies and tabs stay for its next task."""
+        self._closed = True
