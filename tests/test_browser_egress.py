@@ -1,0 +1,210 @@
+"""A page cannot make the browser reach loopback or private addresses: the egress proxy refuses, the canary hears nothing."""
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.browser_pages import Canary, RecordingServer
+from workers.browser.base import NavigationRefused
+from workers.browser.egress import EgressProxy, check_typed_url, harden_chrome_options, reap_orphans
+
+# What a page tries, each finished (succeeded or failed) before the page sets `window.settled`.
+SCRIPTS = """<html><body><script>
+window.results = {};
+const tries = {
+  fetch: () => fetch("%(canary)s/fetch").then(r => r.text()),
+  fetchLocalhost: () => fetch("%(localhost)s/fetch"),
+  fetchV6: () => fetch("%(v6)s/fetch"),
+  fetchProxyItself: () => fetch("http://%(proxy)s/"),
+  xhr: () => new Promise((ok, ko) => { const x = new XMLHttpRequest(); x.open("GET", "%(other)s/xhr");
+                                       x.onload = ok; x.onerror = ko; x.send(); }),
+  websocket: () => new Promise((ok, ko) => { const w = new WebSocket("%(ws)s/ws"); w.onopen = ok; w.onerror = ko; }),
+  image: () => new Promise((ok, ko) => { const i = new Image(); i.onload = ok; i.onerror = ko; i.src = "%(canary)s/i.png"; }),
+  allowed: () => fetch("/ok").then(r => r.text()),
+};
+Promise.all(Object.entries(tries).map(([name, go]) => go().then(
+    value => { window.results[name] = "reached" + (typeof value === "string" ? ":" + value : ""); },
+    error => { window.results[name] = "failed"; })))
+  .then(() => { window.settled = true; });
+</script></body></html>"""
+
+
+@pytest.fixture
+def servers():
+    canary = Canary()
+    urls = {"canary": f"http://127.0.0.3:{canary.port}", "other": f"http://127.0.0.1:{canary.port}",
+            "localhost": f"http://localhost:{canary.port}", "v6": f"http://[::1]:{canary.port}",
+            "ws": f"ws://127.0.0.1:{canary.port}"}
+    pages = {
+        "/ok": "<html><head><title>allowed page</title></head><body>fine</body></html>",
+        "/redirect": (302, {"Location": urls["canary"] + "/redirected"}, ""),
+        "/iframes": "".join(f'<iframe src="{urls[k]}/frame"></iframe>' for k in ("canary", "other", "localhost", "v6"))
+                    + '<a id="file" href="file:///etc/hostname">file</a>',
+        "/navigate": f'<script>location.href = "{urls["other"]}/navigated";</script>',
+    }
+    page = RecordingServer(pages)
+    yield page, canary, urls
+    page.close()
+    canary.close()
+
+
+@pytest.fixture
+def session(tmp_path):
+    """Start Chromium (Debian's) behind an EgressProxy with the given settings, as the browser driver does."""
+    started = []
+
+    def start(settings):
+        proxy = EgressProxy({"VAR_DIR": str(tmp_path), **settings}).start().wait_ready()
+        downloads = tmp_path / "downloads"
+        downloads.mkdir(exist_ok=True)
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        profile = tempfile.mkdtemp(prefix="rd-egress-test-")
+        for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+            options.add_argument(argument)
+        harden_chrome_options(options, proxy, downloads)
+        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        driver.set_page_load_timeout(20)
+        started.append((driver, proxy, profile))
+        return driver, proxy
+
+    yield start
+    for driver, proxy, profile in started:
+        driver.quit()
+        proxy.stop()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def run_everything(driver, page, urls):
+    """Every way a page (or a typed URL) reaches out, against the canary."""
+    def visit(url):
+        try:
+            driver.get(url)
+        except WebDriverException:  # a refused navigation may surface as an error page or a driver error
+            pass
+
+    visit(page.url("/ok"))
+    assert driver.title == "allowed page"
+    visit(page.url("/redirect"))
+    visit(page.url("/iframes"))
+    try:
+        driver.find_element("id", "file").click()
+    except WebDriverException:
+        pass
+    assert not driver.current_url.startswith("file:")
+    visit(page.url("/navigate"))
+    page.pages["/scripts"] = SCRIPTS % {**urls, "proxy": f"127.0.0.1:{page.proxy_port}"}
+    visit(page.url("/scripts"))
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return window.settled === true"))
+    results = driver.execute_script("return window.results")
+    for typed in (urls["canary"] + "/typed", urls["localhost"] + "/typed", urls["v6"] + "/typed"):
+        visit(typed)
+    return results
+
+
+def test_a_page_reaches_nothing_but_the_allowed_server(servers, session):
+    page, canary, urls = servers
+    driver, proxy = session({"EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"})
+    page.proxy_port = proxy.port
+
+    results = run_everything(driver, page, urls)
+
+    assert canary.connections == []
+    assert results["allowed"] == "reached:<html><head><title>allowed page</title></head><body>fine</body></html>"
+    for name in ("fetch", "fetchLocalhost", "fetchV6", "fetchProxyItself", "xhr", "websocket", "image"):
+        assert results[name] == "failed", name
+    # The allowed pages came through the proxy (loopback included), not around it.
+    assert all("proxy.py" in headers.get("Via", "") for _, headers in page.requests)
+    refused = {(r["host"], r["port"]) for r in proxy.refusals()}
+    for host in ("127.0.0.3", "127.0.0.1", "localhost", "::1"):
+        assert (host, canary.port) in refused, (host, refused)
+    assert ("127.0.0.1", proxy.port) in refused
+    reasons = " ".join(r["reason"] for r in proxy.refusals())
+    assert "non-public address" in reasons
+    assert {r["method"] for r in proxy.refusals()} >= {"GET", "CONNECT"}  # a WebSocket asks for a tunnel
+
+
+def test_the_same_pages_reach_the_canary_when_private_urls_are_allowed(servers, session):
+    """The control: the pages above really do reach out, so zero connections above means refused."""
+    page, canary, urls = servers
+    driver, proxy = session({"ALLOW_PRIVATE_URLS": True})
+    page.proxy_port = proxy.port
+
+    results = run_everything(driver, page, urls)
+
+    assert {host for host, _ in canary.connections} >= {"127.0.0.1", "127.0.0.3"}
+    assert results["fetch"] == "failed" or results["fetch"].startswith("reached")
+    assert results["xhr"] == "failed" or results["xhr"] == "reached"  # CORS may hide the answer, not the request
+    assert any(first.startswith(b"GET /ws") for _, first in canary.connections)
+    assert [r for r in proxy.refusals() if r["port"] == canary.port] == []
+
+
+def test_typed_urls_other_than_http_are_refused_before_the_browser():
+    for url in ("file:///etc/passwd", "chrome://settings", "view-source:http://example.com/",
+                "devtools://devtools/bundled/inspector.html", "chrome-extension://abc/page.html",
+                "javascript:alert(1)", "data:text/html,hi", "ftp://example.com/", "example.com"):
+        with pytest.raises(NavigationRefused, match="navigation refused"):
+            check_typed_url(url)
+    assert check_typed_url("https://example.com/a") == "https://example.com/a"
+    assert check_typed_url("about:blank") == "about:blank"
+
+
+def test_the_proxy_ends_with_its_session_and_orphans_are_reaped(tmp_path):
+    proxy = EgressProxy({"VAR_DIR": str(tmp_path)}).start().wait_ready()
+    group = proxy.proc.pid
+    assert _group_members(group)
+    proxy.stop()
+    assert _group_members(group) == []
+
+    # A proxy whose worker is gone (its directory names a dead pid) is reaped; one of a live worker is not.
+    live = EgressProxy({"VAR_DIR": str(tmp_path)}).start().wait_ready()
+    orphan = EgressProxy({"VAR_DIR": str(tmp_path)})
+    orphan.directory = orphan.directory.with_name(f"{_dead_pid()}-{orphan.directory.name.split('-')[1]}")
+    orphan.port_file = orphan.directory / "port"
+    orphan.start().wait_ready()
+    try:
+        reaped = reap_orphans({"VAR_DIR": str(tmp_path)})
+        assert orphan.proc.pid in reaped
+        orphan.proc.wait(10)
+        assert _group_members(orphan.proc.pid) == []
+        assert _group_members(live.proc.pid)
+    finally:
+        live.stop()
+        orphan.stop()
+
+
+def _group_members(pgid):
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry))
+    return members
+
+
+def _dead_pid():
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_refusal_records_are_json_lines(tmp_path):
+    proxy = EgressProxy({"VAR_DIR": str(tmp_path)})
+    proxy.directory.mkdir(parents=True)
+    proxy.refusal_log.write_text(json.dumps({"host": "10.0.0.1", "port": 80, "method": "GET", "reason": "x"}) + "\n")
+    assert proxy.new_refusals() == [{"host": "10.0.0.1", "port": 80, "method": "GET", "reason": "x"}]
+    assert proxy.new_refusals() == []
+

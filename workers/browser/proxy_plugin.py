@@ -1,0 +1,94 @@
+"""The proxy.py plugin that makes the browser's egress proxy connect only to addresses app.egress checked.
+
+Loaded by `python -m proxy --plugins workers.browser.proxy_plugin.EgressPlugin` (see workers/browser/egress.py),
+with the policy's settings in RD_EGRESS_POLICY (JSON) and the refusal log's path in RD_EGRESS_LOG.
+"""
+import json
+import os
+import time
+
+from proxy.http.exception import HttpRequestRejected
+from proxy.http.proxy import HttpProxyBasePlugin
+
+_POLICY = None
+
+
+def _policy():
+    global _POLICY
+    if _POLICY is None:
+        try:
+            from app.egress import Policy
+        except ImportError:  # until app.egress (issue 9) is merged: the same settings, on app.netguard
+            Policy = _InterimPolicy
+        _POLICY = Policy.from_config(json.loads(os.environ.get("RD_EGRESS_POLICY") or "{}"))
+    return _POLICY
+
+
+class _InterimPolicy:
+    """app.egress.Policy's check_host over app.netguard, for as long as app.egress is not on this branch."""
+
+    def __init__(self, allow_private, allow_hosts):
+        self.allow_private, self.allow_hosts = allow_private, allow_hosts
+
+    @classmethod
+    def from_config(cls, config):
+        hosts = config.get("EGRESS_ALLOW_HOSTS") or ()
+        if isinstance(hosts, str):
+            hosts = hosts.split(",")
+        return cls(bool(config.get("ALLOW_PRIVATE_URLS")), frozenset(h.strip().lower() for h in hosts if h.strip()))
+
+    def check_host(self, host, port):
+        from app import netguard
+
+        allowed = self.allow_private or {host.lower(), f"{host.lower()}:{port}"} & self.allow_hosts
+        literal = f"[{host}]" if ":" in host else host
+        return netguard.check_url(f"http://{literal}:{port}/", allow_private=bool(allowed))
+
+
+def _record(entry):
+    path = os.environ.get("RD_EGRESS_LOG")
+    if not path:
+        return
+    # One short write with O_APPEND per refusal: lines from concurrent connections never interleave.
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _text(value):
+    return value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else (value or "")
+
+
+class EgressPlugin(HttpProxyBasePlugin):
+    """Checks each CONNECT / proxied HTTP target with the egress policy, refuses with 403, pins the address."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._checked = None  # (host, port, address) of the request being connected
+
+    def before_upstream_connection(self, request):
+        host, port = _text(request.host).strip("[]"), request.port
+        self._checked = None
+        if not host or not port:
+            raise HttpRequestRejected(400, b"Bad Request", body=b"proxy request without host and port")
+        try:
+            addresses = _policy().check_host(host, int(port))
+        except ValueError as exc:  # app.egress.EgressRefused (an UnsafeUrl, a ValueError)
+            kind = "CONNECT" if request.is_https_tunnel else _text(request.method)
+            _record({"time": time.time(), "method": kind, "host": host, "port": int(port), "reason": str(exc)})
+            body = f"Refused by Remote Dispatch's egress policy: {exc}\n".encode()
+            raise HttpRequestRejected(403, b"Forbidden", headers={b"Content-Type": b"text/plain; charset=utf-8"},
+                                      body=body) from None
+        self._checked = (host, int(port), addresses[0])
+        return request
+
+    def resolve_dns(self, host, port):
+        # proxy.py would resolve the name again when this returns None: a second answer (DNS rebinding) could
+        # then point elsewhere. Connect to the address the policy checked, never to anything else.
+        checked = self._checked
+        if checked is None or checked[0] != _text(host).strip("[]") or checked[1] != int(port):
+            raise HttpRequestRejected(403, b"Forbidden", body=b"target was not checked")
+        return checked[2], None
