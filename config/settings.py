@@ -25,6 +25,10 @@ def _seconds_list(value):
     return tuple(float(part) for part in value.split(",") if part.strip())
 
 
+def _comma_list(value):
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
 def _var_dir():
     path = Path(_env("VAR_DIR", str(ROOT / "var")))
     path.mkdir(parents=True, exist_ok=True)
@@ -92,6 +96,10 @@ def load():
         "LLM_MAX_RETRIES": _env("LLM_MAX_RETRIES", 3, int),
         # Outbound URLs: callbacks, MCP servers, page fetches.
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
+        # Hosts ("host" or "host:port", comma-separated) reachable even though they are private.
+        "EGRESS_ALLOW_HOSTS": _env("EGRESS_ALLOW_HOSTS", (), _comma_list),
+        # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public, so a loopback server stands in for a public host.
+        "EGRESS_TREAT_AS_PUBLIC": _env("EGRESS_TREAT_AS_PUBLIC", (), _comma_list),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
         # Attachments: upload size limit, how long files are kept, how long a presigned post is valid.
         "MAX_UPLOAD_BYTES": _env("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, int),

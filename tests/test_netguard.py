@@ -11,7 +11,7 @@ from app.netguard import UnsafeUrl, check_url
     ("https://192.168.0.10/", "non-public address"),
     ("https://169.254.169.254/latest/meta-data", "non-public address (169.254.169.254)"),
     ("https://[::1]/", "non-public address (::1)"),
-    ("https://[::ffff:127.0.0.1]/", "non-public address"),
+    ("https://[::ffff:127.0.0.1]/", "embeds an IPv4 address"),
     ("https://100.64.0.1/", "non-public address"),
     ("https://0.0.0.0/", "non-public address"),
     ("ftp://example.com/", "scheme must be"),

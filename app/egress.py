@@ -1,0 +1,324 @@
+"""The one outbound HTTP path: a URL is parsed once, checked, resolved once, and connected to on the checked address."""
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass
+
+import certifi
+import idna
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from .netguard import METADATA_HOSTS, UnsafeUrl
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+MAX_URL_CHARS = 8192
+# scheme://authority path ?query #fragment — the authority ends at the first / ? or #, as in every
+# HTTP client; backslashes are refused before this runs, so WHATWG's "\ is /" cannot disagree with it.
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?", re.S)
+_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?")
+# A last label that a browser or inet_aton would read as a number makes the whole host an IPv4 address.
+_NUMERIC = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class EgressRefused(UnsafeUrl):
+    """Message says what was refused and why, without secrets."""
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str  # normalised URL
+    scheme: str
+    host: str  # lowercase name or canonical IP (IPv6 without brackets)
+    port: int
+    addresses: tuple  # checked addresses; connect only to these
+    path: str = "/"  # path and query, as sent in the request line
+
+    @property
+    def host_header(self):
+        host = _bracketed(self.host)
+        return host if self.port == DEFAULT_PORTS.get(self.scheme) else f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    allow_private: bool = False  # ALLOW_PRIVATE_URLS (dev/tests): everything allowed
+    allow_hosts: frozenset = frozenset()  # EGRESS_ALLOW_HOSTS: "host:port" or "host", allowed even if private
+    public_addresses: frozenset = frozenset()  # EGRESS_TREAT_AS_PUBLIC (TEST ONLY): addresses taken as public
+
+    @classmethod
+    def from_config(cls, config):
+        """A Flask config or dict: ALLOW_PRIVATE_URLS, EGRESS_ALLOW_HOSTS, EGRESS_TREAT_AS_PUBLIC."""
+        return cls(allow_private=bool(config.get("ALLOW_PRIVATE_URLS")),
+                   allow_hosts=frozenset(_allow_entry(e) for e in _entries(config.get("EGRESS_ALLOW_HOSTS"))),
+                   public_addresses=frozenset(str(ipaddress.ip_address(e))
+                                              for e in _entries(config.get("EGRESS_TREAT_AS_PUBLIC"))))
+
+    def check_url(self, url, schemes=("http", "https")):
+        """Parse `url` once (refusing forms parsers disagree on), resolve its host once, check every
+        address; the returned Target is what to connect to. Raises EgressRefused."""
+        scheme, host, port, path = _parse_url(url, schemes)
+        addresses = self._check(host, port)
+        url = f"{scheme}://{_bracketed(host)}" + ("" if port == DEFAULT_PORTS[scheme] else f":{port}") + path
+        return Target(url, scheme, host, port, tuple(addresses), path)
+
+    def check_host(self, host, port):
+        """For proxies (CONNECT host:port): the checked addresses to connect to. Raises EgressRefused."""
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise EgressRefused(f"invalid port {port!r}")
+        host = str(host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        _refuse_ambiguous_characters(host)
+        return self._check(_parse_host(host), port)
+
+    def session(self, schemes=("http", "https")):
+        """A requests.Session whose connections go only to checked addresses (pinned; TLS still
+        verifies the name); each redirect is checked again. No environment proxies."""
+        return _EgressSession(self, tuple(schemes))
+
+    def _check(self, host, port):
+        if self.allow_private or (host, port) in self.allow_hosts or (host, None) in self.allow_hosts:
+            return _resolve(host, port)
+        if host.rstrip(".") in METADATA_HOSTS:
+            raise EgressRefused(f"host {host!r} is a cloud metadata endpoint")
+        addresses = _resolve(host, port)
+        for address in addresses:
+            if address not in self.public_addresses and not _is_public(ipaddress.ip_address(address)):
+                raise EgressRefused(f"host {host!r} resolves to a non-public address ({address})")
+        return addresses
+
+
+def fetch(policy, method, url, *, timeout, max_bytes=None, headers=None, data=None,
+          follow_redirects=True, verify=True, schemes=("http", "https")):
+    """One request through `policy`; the body is read (at most `max_bytes`, then `response.truncated`)
+    and the connection released. Raises EgressRefused, or requests' exceptions."""
+    target = policy.check_url(url, schemes)
+    with policy.session(schemes) as session:
+        session.get_adapter(target.url).prechecked[target.url] = target  # resolved once, not twice
+        response = session.request(method, target.url, timeout=timeout, headers=headers, data=data,
+                                   allow_redirects=follow_redirects, verify=verify, stream=True)
+        try:
+            if max_bytes is None:
+                response.content  # noqa: B018 (reads the body)
+                response.truncated = False
+            else:
+                body = response.raw.read(max_bytes + 1, decode_content=True) if max_bytes else b""
+                response.truncated = len(body) > max_bytes
+                response._content, response._content_consumed = body[:max_bytes], True
+        finally:
+            response.close()
+    return response
+
+
+def _entries(value):
+    if not value:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(e.strip() for e in value if e and e.strip())
+
+
+def _allow_entry(entry):
+    """"host", "host:port", "[v6]:port" or a bare IPv6 address → (normalised host, port or None)."""
+    if entry.startswith("["):
+        host, _, port = entry[1:].partition("]")
+        host, port = f"[{host}]", port.removeprefix(":")
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    elif entry.count(":") > 1:
+        host, port = f"[{entry}]", ""
+    else:
+        host, port = entry, ""
+    return (_parse_host(host), int(port) if port else None)
+
+
+def _refuse_ambiguous_characters(text):
+    if "\\" in text:
+        raise EgressRefused("URL contains a backslash (parsers disagree on what it means)")
+    if any(ord(c) < 0x21 or ord(c) == 0x7f for c in text):
+        raise EgressRefused("URL contains a control character or whitespace")
+
+
+def _parse_url(url, schemes):
+    if not isinstance(url, str):
+        raise EgressRefused("URL must be a string")
+    url = url.strip(" \t\r\n\f\v")
+    if len(url) > MAX_URL_CHARS:
+        raise EgressRefused(f"URL is longer than {MAX_URL_CHARS} characters")
+    _refuse_ambiguous_characters(url)
+    match = _URL.fullmatch(url)
+    if not match:
+        raise EgressRefused(f"not an absolute URL (scheme must be {' or '.join(schemes)})")
+    scheme, authority, path, query = match[1].lower(), match[2], match[3], match[4] or ""
+    if scheme not in schemes or scheme not in DEFAULT_PORTS:
+        raise EgressRefused(f"URL scheme must be {' or '.join(schemes)}, not {scheme!r}")
+    if "@" in authority:
+        raise EgressRefused("URL must not carry user information (user:password@)")
+    if authority.startswith("["):
+        end = authority.find("]")
+        if end < 0:
+            raise EgressRefused("URL has an invalid IPv6 address")
+        host_text, rest = authority[:end + 1], authority[end + 1:]
+        if rest and not rest.startswith(":"):
+            raise EgressRefused("URL has an invalid port")
+        port_text = rest[1:] if rest else ""
+    elif authority.count(":") > 1:
+        raise EgressRefused("URL has an invalid host (an IPv6 address needs [brackets])")
+    else:
+        host_text, _, port_text = authority.partition(":")
+    port = DEFAULT_PORTS[scheme]
+    if port_text:  # "host:" means the default port, as browsers read it
+        if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise EgressRefused("URL has an invalid port")
+        port = int(port_text)
+    if not host_text:
+        raise EgressRefused("URL has no host")
+    return scheme, _parse_host(host_text), port, (path or "/") + query
+
+
+def _parse_host(text):
+    """The canonical host: a lowercase ASCII name or an IP address in its one canonical form."""
+    if text.startswith("[") or text.endswith("]"):
+        if not (text.startswith("[") and text.endswith("]")) or "%" in text:
+            raise EgressRefused("URL has an invalid IPv6 address")
+        try:
+            ip = ipaddress.IPv6Address(text[1:-1])
+        except ValueError:
+            raise EgressRefused("URL has an invalid IPv6 address") from None
+        if ip.ipv4_mapped or (int(ip) >> 32 == 0 and int(ip) > 1):
+            raise EgressRefused(f"IPv6 address {ip} embeds an IPv4 address; use the IPv4 form")
+        return str(ip)
+    if "%" in text:
+        raise EgressRefused("URL host must not be percent-encoded")
+    if not text.isascii():
+        try:
+            text = idna.encode(text, uts46=True).decode("ascii")
+        except (idna.IDNAError, UnicodeError):
+            raise EgressRefused("URL has an invalid international host name") from None
+    host = text.lower()
+    if not _NAME.fullmatch(host):
+        raise EgressRefused("URL has an invalid host name")
+    if _NUMERIC.fullmatch(host.rstrip(".").rsplit(".", 1)[-1]):
+        try:
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            raise EgressRefused("URL host is a non-canonical IPv4 address (use a.b.c.d)") from None
+    return host
+
+
+def _resolve(host, port):
+    try:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError) as exc:
+        raise EgressRefused(f"cannot resolve host {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    addresses = list(dict.fromkeys(str(ipaddress.ip_address(info[4][0].split("%")[0])) for info in infos))
+    if not addresses:
+        raise EgressRefused(f"cannot resolve host {host!r}")
+    return addresses
+
+
+def _is_public(ip):
+    if ip.version == 6:
+        if ip.ipv4_mapped:
+            return _is_public(ip.ipv4_mapped)
+        if int(ip) >> 32 == 0 or ip.teredo:  # ::, ::1, IPv4-compatible ::a.b.c.d; Teredo tunnels
+            return False
+        if ip.sixtofour:
+            return _is_public(ip.sixtofour)
+        if ip in _NAT64:
+            return _is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return ip.is_global and not ip.is_multicast
+
+
+def _bracketed(host):
+    return f"[{host}]" if ":" in host else host
+
+
+class _EgressSession(requests.Session):
+    def __init__(self, policy, schemes):
+        super().__init__()
+        self.trust_env = False  # HTTP(S)_PROXY from the environment would bypass the pinning
+        self.schemes = schemes
+        adapter = _PinnedAdapter(policy, schemes)
+        for scheme in ("http://", "https://"):
+            self.mount(scheme, adapter)
+
+    def get_adapter(self, url):
+        scheme = url.partition(":")[0].lower()
+        if scheme not in self.schemes:
+            raise EgressRefused(f"URL scheme must be {' or '.join(self.schemes)}, not {scheme!r}")
+        return super().get_adapter(url)
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Sends each request to the addresses its URL's check returned, with Host/SNI kept as the name."""
+
+    def __init__(self, policy, schemes):
+        super().__init__(max_retries=0)
+        self.policy, self.schemes, self.pools = policy, schemes, {}
+        self.prechecked = {}  # URL → Target its caller checked just now
+
+    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        target = self.prechecked.pop(request.url, None) or self.policy.check_url(request.url, self.schemes)
+        headers = {name: value for name, value in request.headers.items() if name.lower() != "host"}
+        headers["Host"] = target.host_header
+        chunked = request.body is not None and "Content-Length" not in request.headers
+        if isinstance(timeout, tuple):
+            timeout = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        else:
+            timeout = urllib3.Timeout(connect=timeout, read=timeout)
+        failure = None
+        for address in target.addresses:
+            pool = self._pool(target, address, verify, cert)
+            try:
+                response = pool.urlopen(request.method, target.path, body=request.body, headers=headers,
+                                        redirect=False, assert_same_host=False, preload_content=False,
+                                        decode_content=False, retries=False, timeout=timeout, chunked=chunked)
+            except urllib3.exceptions.NewConnectionError as exc:
+                failure = requests.ConnectionError(f"cannot connect to {_bracketed(address)}:{target.port}: "
+                                                   f"{exc.__cause__ or exc}", request=request)
+                continue  # another address of the host may answer
+            except urllib3.exceptions.ConnectTimeoutError:
+                failure = requests.ConnectTimeout(f"timed out connecting to {_bracketed(address)}:{target.port}",
+                                                  request=request)
+                continue
+            except urllib3.exceptions.ReadTimeoutError as exc:
+                raise requests.ReadTimeout(exc, request=request) from None
+            except urllib3.exceptions.SSLError as exc:
+                raise requests.exceptions.SSLError(exc, request=request) from None
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise requests.ConnectionError(exc, request=request) from None
+            return self.build_response(request, response)
+        raise failure
+
+    def _pool(self, target, address, verify, cert):
+        key = (target.scheme, address, target.port, target.host, str(verify), str(cert))
+        pool = self.pools.get(key)
+        if pool is None:
+            if target.scheme == "https":
+                tls = {"cert_reqs": "CERT_REQUIRED",
+                       "ca_certs": verify if isinstance(verify, str) else certifi.where(),
+                       "assert_hostname": target.host} if verify else {"cert_reqs": "CERT_NONE",
+                                                                       "assert_hostname": False}
+                if cert:
+                    tls.update(cert_file=cert[0], key_file=cert[1]) if isinstance(cert, tuple) \
+                        else tls.update(cert_file=cert)
+                pool = urllib3.HTTPSConnectionPool(_bracketed(address), target.port, maxsize=1,
+                                                   server_hostname=target.host, **tls)
+            else:
+                pool = urllib3.HTTPConnectionPool(_bracketed(address), target.port, maxsize=1)
+            self.pools[key] = pool
+        return pool
+
+    def close(self):
+        for pool in self.pools.values():
+            pool.close()
+        self.pools.clear()
+        super().close()
