@@ -16,33 +16,10 @@ _POLICY = None
 def _policy():
     global _POLICY
     if _POLICY is None:
-        try:
-            from app.egress import Policy
-        except ImportError:  # until app.egress (issue 9) is merged: the same settings, on app.netguard
-            Policy = _InterimPolicy
+        from app.egress import Policy
+
         _POLICY = Policy.from_config(json.loads(os.environ.get("RD_EGRESS_POLICY") or "{}"))
     return _POLICY
-
-
-class _InterimPolicy:
-    """app.egress.Policy's check_host over app.netguard, for as long as app.egress is not on this branch."""
-
-    def __init__(self, allow_private, allow_hosts):
-        self.allow_private, self.allow_hosts = allow_private, allow_hosts
-
-    @classmethod
-    def from_config(cls, config):
-        hosts = config.get("EGRESS_ALLOW_HOSTS") or ()
-        if isinstance(hosts, str):
-            hosts = hosts.split(",")
-        return cls(bool(config.get("ALLOW_PRIVATE_URLS")), frozenset(h.strip().lower() for h in hosts if h.strip()))
-
-    def check_host(self, host, port):
-        from app import netguard
-
-        allowed = self.allow_private or {host.lower(), f"{host.lower()}:{port}"} & self.allow_hosts
-        literal = f"[{host}]" if ":" in host else host
-        return netguard.check_url(f"http://{literal}:{port}/", allow_private=bool(allowed))
 
 
 def _record(entry):
