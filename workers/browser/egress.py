@@ -3,6 +3,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -149,12 +150,16 @@ def _end_group(pgid, ended, wait):
         except subprocess.TimeoutExpired:
             continue
         if ended():
-            # The acceptor may outlive the main process by a moment: finish the group.
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             break
+    # The acceptor (not our child) may outlive the main process by a moment: end it and see it gone.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+    log.warning("browser egress proxy group %s still has processes after SIGKILL", pgid)
 
 
 def harden_chrome_options(options, proxy, download_dir):
@@ -198,10 +203,12 @@ def reap_orphans(config):
             continue
         pid = int(entry.name)
         try:
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
-            reaped.append(pid)
-        except (ProcessLookupError, PermissionError):
+            pgid = os.getpgid(pid)
+        except ProcessLookupError:
             continue
+        _end_group(pgid, lambda: True, lambda grace: None)
+        shutil.rmtree(os.path.dirname(port_file), ignore_errors=True)
+        reaped.append(pid)
         log.warning("reaped orphaned browser egress proxy %s (worker %s is gone)", pid, owner)
     return reaped
 
