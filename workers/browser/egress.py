@@ -5,6 +5,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -50,6 +51,9 @@ class EgressProxy:
 
     def __init__(self, config, label=""):
         self.label = label
+        # Where the proxy listens and where Chromium is told it is: loopback when the browser runs on this
+        # machine; with a Selenium Grid on other machines, an address of this worker that the nodes reach.
+        self.host = config.get("BROWSER_PROXY_HOST") or "127.0.0.1"
         self.settings = {name: config.get(name) for name in POLICY_SETTINGS if config.get(name) is not None}
         self.directory = _egress_root(config) / f"{os.getpid()}-{secrets.token_hex(6)}"
         self.port_file = self.directory / "port"
@@ -59,12 +63,16 @@ class EgressProxy:
         self._seen = 0
 
     def start(self):
-        """Start the proxy (returns at once; `wait_ready` before the browser's first request)."""
+        """Start the proxy and return at once: its port is known now, so Chromium can start beside it
+        (`chromium_arguments`); `wait_ready` before the browser's first navigation."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as probe:  # a free port now; wait_ready fails if someone takes it before the proxy
+            probe.bind((self.host, 0))
+            self.port = probe.getsockname()[1]
         env = {**os.environ, "RD_EGRESS_POLICY": json.dumps(self.settings, default=str),
                "RD_EGRESS_LOG": str(self.refusal_log),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        argv = [sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", "0",
+        argv = [sys.executable, "-m", "proxy", "--hostname", self.host, "--port", str(self.port),
                 "--port-file", str(self.port_file), "--num-acceptors", "1", "--plugins", PLUGIN,
                 "--log-level", "WARNING", "--log-file", str(self.directory / "proxy.log"), "--timeout", "30"]
         with open(self.directory / "stdout.log", "ab") as out:
@@ -75,8 +83,7 @@ class EgressProxy:
     def wait_ready(self, timeout=20):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.port_file.exists() and self.port_file.read_text().strip():
-                self.port = int(self.port_file.read_text().strip())
+            if self.port_file.exists() and self.port_file.read_text().strip() == str(self.port):
                 return self
             if self.proc.poll() is not None:
                 break
@@ -87,7 +94,7 @@ class EgressProxy:
 
     @property
     def address(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def chromium_arguments(self):
         """Flags that send every connection of the browser through this proxy."""
