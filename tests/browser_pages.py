@@ -90,3 +90,25 @@ class Canary:
     def close(self):
         for sock in self._sockets:
             sock.close()
+
+
+class UdpCanary:
+    """A UDP socket on loopback that counts datagrams (a STUN/TURN server a page's WebRTC might try)."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.datagrams = 0
+        threading.Thread(target=self._receive, daemon=True).start()
+
+    def _receive(self):
+        while True:
+            try:
+                self.sock.recv(4096)
+            except OSError:
+                return
+            self.datagrams += 1
+
+    def close(self):
+        self.sock.close()

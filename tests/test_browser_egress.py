@@ -10,7 +10,7 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser_pages import Canary, RecordingServer
+from tests.browser_pages import Canary, RecordingServer, UdpCanary
 from tests.grid import selenium_grid  # noqa: F401 (fixture)
 from workers.browser.base import NavigationRefused
 from workers.browser.egress import EgressProxy, check_typed_url, harden_chrome_options, reap_orphans
@@ -28,6 +28,13 @@ const tries = {
   websocket: () => new Promise((ok, ko) => { const w = new WebSocket("%(ws)s/ws"); w.onopen = ok; w.onerror = ko; }),
   image: () => new Promise((ok, ko) => { const i = new Image(); i.onload = ok; i.onerror = ko; i.src = "%(canary)s/i.png"; }),
   allowed: () => fetch("/ok").then(r => r.text()),
+  webrtc: () => new Promise((ok) => {
+    const pc = new RTCPeerConnection({iceServers: [{urls: "stun:127.0.0.1:%(udp)s"},
+                                                   {urls: "turn:127.0.0.1:%(udp)s?transport=udp", username: "u", credential: "p"}]});
+    pc.createDataChannel("x");
+    pc.createOffer().then(offer => pc.setLocalDescription(offer));
+    setTimeout(() => { pc.close(); ok("tried"); }, 3000);
+  }),
 };
 Promise.all(Object.entries(tries).map(([name, go]) => go().then(
     value => { window.results[name] = "reached" + (typeof value === "string" ? ":" + value : ""); },
@@ -39,9 +46,10 @@ Promise.all(Object.entries(tries).map(([name, go]) => go().then(
 @pytest.fixture
 def servers():
     canary = Canary()
+    udp = UdpCanary()
     urls = {"canary": f"http://127.0.0.3:{canary.port}", "other": f"http://127.0.0.1:{canary.port}",
             "localhost": f"http://localhost:{canary.port}", "v6": f"http://[::1]:{canary.port}",
-            "ws": f"ws://127.0.0.1:{canary.port}"}
+            "ws": f"ws://127.0.0.1:{canary.port}", "udp": udp.port}
     pages = {
         "/ok": "<html><head><title>allowed page</title></head><body>fine</body></html>",
         "/redirect": (302, {"Location": urls["canary"] + "/redirected"}, ""),
@@ -50,9 +58,11 @@ def servers():
         "/navigate": f'<script>location.href = "{urls["other"]}/navigated";</script>',
     }
     page = RecordingServer(pages)
+    page.udp = udp
     yield page, canary, urls
     page.close()
     canary.close()
+    udp.close()
 
 
 @pytest.fixture
@@ -121,6 +131,7 @@ def test_a_page_reaches_nothing_but_the_allowed_server(servers, session):
     results = run_everything(driver, page, urls)
 
     assert canary.connections == []
+    assert page.udp.datagrams == 0  # WebRTC's STUN/TURN goes nowhere: no proxied UDP exists
     assert results["allowed"] == "reached:<html><head><title>allowed page</title></head><body>fine</body></html>"
     for name in ("fetch", "fetchLocalhost", "fetchV6", "fetchProxyItself", "xhr", "websocket", "image"):
         assert results[name] == "failed", name
@@ -144,9 +155,9 @@ def test_a_grid_session_reaches_nothing_but_the_allowed_server(servers, session,
 
     results = run_everything(driver, page, urls)
 
-    assert canary.connections == []
+    assert canary.connections == [] and page.udp.datagrams == 0
     assert results["allowed"].startswith("reached:")
-    assert {results[name] for name in results if name != "allowed"} == {"failed"}
+    assert {results[name] for name in results if name not in ("allowed", "webrtc")} == {"failed"}
     refused = {(r["host"], r["port"]) for r in proxy.refusals()}
     assert {(host, canary.port) for host in ("127.0.0.3", "127.0.0.1", "localhost", "::1")} <= refused
 
@@ -164,6 +175,29 @@ def test_the_same_pages_reach_the_canary_when_private_urls_are_allowed(servers, 
     assert results["xhr"] == "failed" or results["xhr"] == "reached"  # CORS may hide the answer, not the request
     assert any(first.startswith(b"GET /ws") for _, first in canary.connections)
     assert [r for r in proxy.refusals() if r["port"] == canary.port] == []
+
+
+def test_webrtc_sends_no_udp_once_hardened(servers, session, tmp_path):
+    """Chromium as it comes sends STUN/TURN datagrams to the canary; with our flags it sends none."""
+    page, canary, urls = servers
+    page.pages["/rtc"] = SCRIPTS % {**urls, "proxy": "127.0.0.1:9"}
+    for hardened, expect_udp in ((False, True), (True, False)):
+        before = page.udp.datagrams
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for argument in ("--headless=new", "--no-sandbox", f"--user-data-dir={tmp_path / str(hardened)}"):
+            options.add_argument(argument)
+        if hardened:
+            driver, proxy = session({"ALLOW_PRIVATE_URLS": True})
+        else:
+            driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        try:
+            driver.get(page.url("/rtc"))
+            WebDriverWait(driver, 30).until(lambda d: d.execute_script("return window.settled === true"))
+        finally:
+            if not hardened:
+                driver.quit()
+        assert (page.udp.datagrams > before) is expect_udp, (hardened, page.udp.datagrams)
 
 
 def test_typed_urls_other_than_http_are_refused_before_the_browser():
