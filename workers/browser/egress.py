@@ -21,6 +21,18 @@ PLUGIN = "workers.browser.proxy_plugin.EgressPlugin"
 POLICY_SETTINGS = ("ALLOW_PRIVATE_URLS", "EGRESS_ALLOW_HOSTS", "EGRESS_TREAT_AS_PUBLIC")
 # Chromium blocks web pages from navigating to these itself; a typed URL is refused here, before the browser.
 BROWSER_SCHEMES = ("http", "https")
+# Beside the proxy flags: what would go around an HTTP proxy, off.
+HARDENING_ARGUMENTS = [
+    # WebRTC's UDP (STUN/TURN, peer connections) cannot be proxied: only proxied connections for it.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-quic",
+    # Fewer of Chromium's own background requests (updates, sign-in, start page) in the task's refusals.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--no-default-browser-check",
+]
 
 
 def check_typed_url(url):
@@ -98,20 +110,9 @@ class EgressProxy:
 
     def chromium_arguments(self):
         """Flags that send every connection of the browser through this proxy."""
-        return [
-            f"--proxy-server=http://{self.address}",
-            # Chromium never proxies loopback unless told; `<-loopback>` removes that implicit bypass.
-            "--proxy-bypass-list=<-loopback>",
-            # WebRTC's UDP would go around an HTTP proxy: only proxied connections for it.
-            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-            "--webrtc-ip-handling-policy=disable_non_proxied_udp",
-            "--disable-quic",
-            # Fewer of Chromium's own background requests (updates, sign-in, start page) in the task's refusals.
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            "--no-default-browser-check",
-        ]
+        return [f"--proxy-server=http://{self.address}",
+                # Chromium never proxies loopback unless told; `<-loopback>` removes that implicit bypass.
+                "--proxy-bypass-list=<-loopback>"] + HARDENING_ARGUMENTS
 
     def refusals(self):
         """Every refusal so far: [{"method", "host", "port", "reason", "time"}]."""
