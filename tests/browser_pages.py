@@ -27,6 +27,8 @@ class RecordingServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+
             def log_message(self, *args):
                 pass
 

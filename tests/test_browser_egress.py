@@ -135,8 +135,10 @@ def test_a_page_reaches_nothing_but_the_allowed_server(servers, session):
     assert results["allowed"] == "reached:<html><head><title>allowed page</title></head><body>fine</body></html>"
     for name in ("fetch", "fetchLocalhost", "fetchV6", "fetchProxyItself", "xhr", "websocket", "image"):
         assert results[name] == "failed", name
-    # The allowed pages came through the proxy (loopback included), not around it.
+    # The allowed pages came through the proxy (loopback included), not around it, and the allowed server was
+    # asked only for its own pages (a reused proxy connection must not carry another host's request to it).
     assert all("proxy.py" in headers.get("Via", "") for _, headers in page.requests)
+    assert {headers["Host"] for _, headers in page.requests} == {f"127.0.0.1:{page.port}"}
     refused = {(r["host"], r["port"]) for r in proxy.refusals()}
     for host in ("127.0.0.3", "127.0.0.1", "localhost", "::1"):
         assert (host, canary.port) in refused, (host, refused)
@@ -263,3 +265,42 @@ def test_refusal_records_are_json_lines(tmp_path):
     assert proxy.new_refusals() == [{"host": "10.0.0.1", "port": 80, "method": "GET", "reason": "x"}]
     assert proxy.new_refusals() == []
 
+
+
+def test_a_reused_proxy_connection_cannot_carry_a_request_for_another_host(servers, tmp_path):
+    """Keep-alive to the proxy: a second request on the same connection, for a refused host, goes nowhere."""
+    import socket
+
+    page, canary, urls = servers
+    proxy = EgressProxy({"VAR_DIR": str(tmp_path), "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"})
+    with proxy, socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
+        conn.sendall(f"GET {page.url('/ok')} HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
+                     f"Proxy-Connection: keep-alive\r\n\r\n".encode())
+        first = _read_response(conn)
+        assert b"allowed page" in first
+        try:
+            conn.sendall(f"GET {urls['other']}/second HTTP/1.1\r\nHost: 127.0.0.1:{canary.port}\r\n\r\n".encode())
+            second = _read_response(conn)
+        except OSError:
+            second = b""
+    assert not second.startswith(b"HTTP/1.1 200")
+    assert canary.connections == []
+    assert [path for path, _ in page.requests] == ["/ok"]
+
+
+def _read_response(conn):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body

@@ -47,19 +47,28 @@ class EgressPlugin(HttpProxyBasePlugin):
         self._checked = None  # (host, port, address) of the request being connected
 
     def before_upstream_connection(self, request):
-        host, port = _text(request.host).strip("[]"), request.port
         self._checked = None
-        if not host or not port:
-            raise HttpRequestRejected(400, b"Bad Request", body=b"proxy request without host and port")
+        host, port = self._target(request)
         try:
-            addresses = _policy().check_host(host, int(port))
+            addresses = _policy().check_host(host, port)
         except ValueError as exc:  # app.egress.EgressRefused (an UnsafeUrl, a ValueError)
-            kind = "CONNECT" if request.is_https_tunnel else _text(request.method)
-            _record({"time": time.time(), "method": kind, "host": host, "port": int(port), "reason": str(exc)})
-            body = f"Refused by Remote Dispatch's egress policy: {exc}\n".encode()
-            raise HttpRequestRejected(403, b"Forbidden", headers={b"Content-Type": b"text/plain; charset=utf-8"},
-                                      body=body) from None
-        self._checked = (host, int(port), addresses[0])
+            self._refuse(request, host, port, str(exc))
+        self._checked = (host, port, addresses[0])
+        if not request.is_https_tunnel:
+            # proxy.py sends later requests on this client connection to the same upstream, whatever host
+            # they name: ask the server to close after this response, so the browser opens a new proxy
+            # connection (checked again) for its next request. handle_client_request refuses the others.
+            request.del_headers([b"connection", b"keep-alive"])
+            request.add_header(b"Connection", b"close")
+        return request
+
+    def handle_client_request(self, request):
+        if request.is_https_tunnel or self._checked is None:
+            return request
+        host, port = self._target(request)
+        if (host, port) != self._checked[:2]:
+            self._refuse(request, host, port,
+                         f"a request for {host}:{port} on a connection to {self._checked[0]}:{self._checked[1]}")
         return request
 
     def resolve_dns(self, host, port):
@@ -69,3 +78,16 @@ class EgressPlugin(HttpProxyBasePlugin):
         if checked is None or checked[0] != _text(host).strip("[]") or checked[1] != int(port):
             raise HttpRequestRejected(403, b"Forbidden", body=b"target was not checked")
         return checked[2], None
+
+    def _target(self, request):
+        host, port = _text(request.host).strip("[]"), request.port
+        if not host or not port:
+            raise HttpRequestRejected(400, b"Bad Request", body=b"a proxy request names its host and port")
+        return host, int(port)
+
+    def _refuse(self, request, host, port, reason):
+        kind = "CONNECT" if request.is_https_tunnel else _text(request.method)
+        _record({"time": time.time(), "method": kind, "host": host, "port": port, "reason": reason})
+        body = f"Refused by Remote Dispatch's egress policy: {reason}\n".encode()
+        raise HttpRequestRejected(403, b"Forbidden", headers={b"Content-Type": b"text/plain; charset=utf-8"},
+                                  body=body)
