@@ -201,3 +201,14 @@ def _now_plus_pg(element, compiler, **kw):
 @compiles(now_plus, "sqlite")
 def _now_plus_sqlite(element, compiler, **kw):
     return f"strftime('%Y-%m-%d %H:%M:%f', 'now', ({compiler.process(element.clauses, **kw)}) || ' seconds')"
+
+
+class TaskGif(db.Model):
+    """The animated GIF of a task's browser run (`generateGif`): one screenshot per action."""
+
+    __tablename__ = "task_gifs"
+
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    frames: Mapped[int] = mapped_column(Integer)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)

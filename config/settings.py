@@ -88,6 +88,17 @@ def load():
         "NO_PROGRESS_REPEATS": _env("NO_PROGRESS_REPEATS", 3, int),
         "INPUT_TIMEOUT_SECONDS": _env("INPUT_TIMEOUT_SECONDS", 86400, int),
         "FETCH_TIMEOUT_SECONDS": _env("FETCH_TIMEOUT_SECONDS", 15, float),
+        # cloud_browser: a local Chromium per task (Debian's packages), or a Selenium Grid when the URL is set.
+        "CHROMIUM_PATH": _env("CHROMIUM_PATH", "/usr/bin/chromium"),
+        "CHROMEDRIVER_PATH": _env("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
+        "SELENIUM_REMOTE_URL": _env("SELENIUM_REMOTE_URL"),
+        "BROWSER_WINDOW_SIZE": _env("BROWSER_WINDOW_SIZE", "1280x900"),
+        "BROWSER_LOCALE": _env("BROWSER_LOCALE", "en-US"),
+        "BROWSER_PAGE_LOAD_TIMEOUT_SECONDS": _env("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30, float),
+        # generateGif: frame width and count; GIFs and page downloads go under DOWNLOAD_DIR/remote-dispatch/.
+        "GIF_WIDTH": _env("GIF_WIDTH", 800, int),
+        "GIF_MAX_FRAMES": _env("GIF_MAX_FRAMES", 100, int),
+        "DOWNLOAD_DIR": _env("DOWNLOAD_DIR", str(var_dir / "downloads")),
         # Language model (OpenAI-compatible); without it the built-in planner runs.
         "LLM_BASE_URL": _env("LLM_BASE_URL"),
         "LLM_API_KEY": _env("LLM_API_KEY"),

@@ -51,12 +51,17 @@ def test_the_last_allowed_step_may_still_answer(client, api_key, config):
     assert body["response"]["text"] == "Step limit reached: the task needed more than 2 actions."
 
 
-def test_web_agent_without_its_browser_says_so(client, api_key):
+def test_web_agent_without_its_browser_says_what_to_install(client, api_key, config):
+    config["CHROMEDRIVER_PATH"] = "/nonexistent/chromedriver"
     task_id = _task(api_key, "/Operator go to https://example.com", mode="cloud_browser")
     runner.execute_task(task_id)
     body = poll(client, api_key, task_id).get_json()
     assert body["status"] == "error"
-    assert "no 'cloud_browser' browser" in body["response"]["text"]
+    assert body["response"]["text"] == (
+        "No browser is installed for executionMode 'cloud_browser': chromedriver "
+        "(CHROMEDRIVER_PATH=/nonexistent/chromedriver) not found. Install Debian's packages: "
+        "`apt-get install chromium chromium-driver` (or `make browser`), or set SELENIUM_REMOTE_URL to a "
+        "Selenium Grid.")
 
 
 def test_unsafe_urls_are_refused_by_the_page_reader(client, api_key, config):

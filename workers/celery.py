@@ -1,4 +1,6 @@
 """The Celery app bound to the Flask app; `celery -A workers` finds `app` here."""
+from celery import signals
+
 from app import create_app
 
 flask_app = create_app()
@@ -16,3 +18,11 @@ app.conf.beat_schedule = {
 }
 
 from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)
+
+
+@signals.worker_init.connect
+def _reap_orphaned_browsers(**_):
+    """Browsers left by a worker of this deployment that was SIGKILLed: gone before this one takes tasks."""
+    from workers.browser.reaper import reap
+
+    reap(flask_app.config["VAR_DIR"])

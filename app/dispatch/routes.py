@@ -1,9 +1,10 @@
 """Routes of /fast/v2/remote-dispatch."""
-from flask import g, jsonify
+from flask import Response, g, jsonify
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from ..auth import require_api_key
+from ..errors import ApiError
 from ..ratelimits import polls_limit, requests_limit
 from . import service
 from .schemas import (
@@ -72,6 +73,23 @@ class Result(MethodView):
     def get(self, request_id):
         """Get a task's status and result"""
         return service.result(service.get_task(g.api_key.id, request_id))
+
+
+@blp.route("/remote-dispatch/responses/<string:request_id>/gif")
+class Gif(MethodView):
+    @polls_limit
+    @blp.response(200, {"type": "string", "format": "binary"}, content_type="image/gif",
+                  description="The animated GIF: one frame per browser action")
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(404, schema="Error", description="Unknown request, another key's, or no GIF recorded")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    def get(self, request_id):
+        """Get the GIF recording of a task (generateGif)"""
+        data = service.task_gif(g.api_key.id, request_id)
+        if data is None:
+            raise ApiError(404, "GIF Not Found", f"The request '{request_id}' has no GIF recording "
+                           "(submit with generateGif: true in a browser mode; it is stored when the task ends).")
+        return Response(data, mimetype="image/gif", headers={"Cache-Control": "private, max-age=300"})
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>/input")

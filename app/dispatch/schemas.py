@@ -275,6 +275,9 @@ class TaskResultSchema(ma.Schema):
     hitlInputMetadata = fields.Dict(allow_none=True)
     progress = fields.Dict(allow_none=True, metadata={
         "description": "While pending: the actions taken so far."})
+    gifUrl = fields.String(allow_none=True, metadata={
+        "description": "With generateGif: where to fetch the task's animated GIF (GET, same API key); "
+                       "null while there is none yet (it is stored when the browser closes)."})
 
 
 class WaitTimeoutSchema(ErrorSchema):

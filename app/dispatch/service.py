@@ -16,7 +16,7 @@ from ..errors import ApiError, invalid
 from ..extensions import TASKS_QUEUE, db
 from ..files.service import referenced_keys, require_files
 from .schemas import mcp_namespace
-from ..models import BrowserWindow, IdempotencyKey, Task, new_id, now, now_plus
+from ..models import BrowserWindow, IdempotencyKey, Task, TaskGif, new_id, now, now_plus
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,19 @@ def result(task):
     }
     if task.status == "pending":
         body["progress"] = {"actionTrace": task.trace or []}
+    if (task.options or {}).get("generateGif"):
+        body["gifUrl"] = f"/fast/v2/remote-dispatch/responses/{task.id}/gif" if _has_gif(task.id) else None
     return body
+
+
+def _has_gif(task_id):
+    return db.session.execute(select(TaskGif.task_id).where(TaskGif.task_id == task_id)).first() is not None
+
+
+def task_gif(api_key_id, task_id):
+    """The GIF recording of the caller's task (bytes), or None when it has none; 404 for another key's task."""
+    get_task(api_key_id, task_id)
+    return db.session.execute(select(TaskGif.data).where(TaskGif.task_id == task_id)).scalar_one_or_none()
 
 
 # `wait: true` returns once the task has an outcome or needs input from the caller.

@@ -76,6 +76,9 @@ DESCRIPTIONS = {
     "press": "press {key}", "extract": "extract {selector}", "wait": "wait {seconds:g} s",
     "current_time": "current time", "read_attachment": "read attachment {key}", "ask_user": "ask: {question}",
     "answer": "answer", "fail": "fail: {reason}", "upload": 'upload {key} into "{target}"',
+    "select": 'select "{option}" in "{target}"', "scroll": "scroll {direction}", "wait_for": 'wait for "{text}"',
+    "go_back": "go back", "switch_tab": "switch to tab {index}", "hover": 'hover "{target}"',
+    "read_page": "read page",
 }
 
 

@@ -1,6 +1,7 @@
 """Environments execute actions: the general agent's server-side tools and the web agent's page reader.
 
 Every environment also runs the task's MCP tools (`mcp`, set by the runner) and reads its attachments."""
+import logging
 import os
 import tempfile
 import time
@@ -20,8 +21,10 @@ from .mcp import McpFailure
 
 from workers.browser.base import BrowserError
 
+log = logging.getLogger(__name__)
 MAX_OBSERVATION_CHARS = 20000
-BROWSER_ONLY = ("click", "type", "press", "upload")
+BROWSER_ONLY = ("click", "type", "press", "upload", "select", "scroll", "wait_for", "go_back", "switch_tab",
+                "hover", "read_page")
 
 
 class Environment:
@@ -208,7 +211,7 @@ class HttpPageEnvironment(Environment):
         return super().tools(response_schema) + [
             Tool("go_to", "Open a web page by URL; returns its title and text.", params(["url"], url=STRING)),
             Tool("extract", "The text of the elements of the current page matching a CSS selector "
-                 "(tag, #id, .class, [attr=value], descendant and '>' combinators).",
+                 "(any CSS 3 selector: tag, #id, .class, [attr^=value], combinators, :nth-child(), ...).",
                  params(["selector"], selector=STRING)),
         ]
 
@@ -239,8 +242,194 @@ class HttpPageEnvironment(Environment):
             return Observation(str(exc), self.page.url, failed=True)
 
 
+class BrowserEnvironment(Environment):
+    """The web agent in a real browser. Drivers (Selenium, the extension) implement `workers.browser.base.Browser`;
+    subclasses say how to get one (`start_browser`). With `generateGif` a screenshot follows each action."""
+
+    def __init__(self, task, should_stop, config):
+        super().__init__(task, should_stop)
+        self.config = config
+        options = task.options or {}
+        self.recorder = None
+        if options.get("generateGif"):
+            from workers.browser.recorder import GifRecorder
+
+            self.recorder = GifRecorder(config.get("GIF_WIDTH", 800), config.get("GIF_MAX_FRAMES", 100))
+        try:
+            self.browser = self.start_browser(task, should_stop, config)
+        except BrowserError as exc:  # not installed, Grid down: the task ends as error with this message
+            raise ValueError(str(exc)) from None
+        self._resume_page()
+
+    def start_browser(self, task, should_stop, config):
+        raise NotImplementedError
+
+    def _resume_page(self):
+        """After an input-required pause the browser was closed: reopen the page the run paused on."""
+        task = self.task
+        if task.hitl and "answer" in task.hitl and task.trace:
+            url = next((e.get("url") for e in reversed(task.trace) if e.get("url")), None)
+            if url:
+                try:
+                    self.browser.open(url)
+                except BrowserError as exc:
+                    log.warning("task %s: could not reopen %s after the pause: %s", task.id, url, exc)
+
+    def tools(self, response_schema=None):
+        target = {"type": "string", "description": "An element number from the page view ([12] → \"12\"), "
+                  "its visible text, or a CSS selector."}
+        return super().tools(response_schema) + [
+            Tool("go_to", "Open a URL in the current tab; returns the page view (numbered interactive elements "
+                 "and visible text).", params(["url"], url=STRING)),
+            Tool("read_page", "The current page view again (numbers of new elements are marked with *).",
+                 params()),
+            Tool("click", "Click an element; returns the page view after the click.",
+                 params(["target"], target=target)),
+            Tool("type", "Clear a text field and type into it; ${NAME} stands for a secret.",
+                 params(["text", "target"], text=STRING, target=target)),
+            Tool("select", "Choose an option (its text or value) of a <select>.",
+                 params(["option", "target"], option=STRING, target=target)),
+            Tool("press", "Press a key on the focused element, with modifiers: Enter, Tab, Control+a.",
+                 params(["key"], key=STRING)),
+            Tool("scroll", "Scroll the page (or an element) down or up.",
+                 params(["direction"], direction={"type": "string", "enum": ["down", "up", "top", "bottom"]},
+                        target=target)),
+            Tool("hover", "Move the mouse over an element.", params(["target"], target=target)),
+            Tool("wait_for", "Wait until the page shows a text (at most `seconds`, default 10).",
+                 params(["text"], text=STRING, seconds={"type": "number", "minimum": 0, "maximum": 60})),
+            Tool("go_back", "Go back to the previous page.", params()),
+            Tool("switch_tab", "Switch to tab N (numbered from 1 in the order they opened).",
+                 params(["index"], index={"type": "integer", "minimum": 1})),
+            Tool("extract", "The text of every element matching a CSS selector, one per line.",
+                 params(["selector"], selector=STRING)),
+        ]
+
+    def url(self):
+        return self.browser.current_url() if getattr(self, "browser", None) else ""
+
+    def execute(self, action):
+        observation = super().execute(action)
+        if self.recorder is not None and action.name not in ENDINGS_WITHOUT_PAGE:
+            self.record()
+        return observation
+
+    def record(self):
+        try:
+            self.recorder.add(self.browser.screenshot())
+        except Exception:  # a recording must never fail the task
+            log.warning("task %s: screenshot for the GIF failed", self.task.id, exc_info=True)
+
+    def _view(self, prefix=""):
+        reading = self.browser.read()
+        text = f"{prefix}{reading.title}\n{reading.text}".strip()
+        return Observation(text[:MAX_OBSERVATION_CHARS], reading.url)
+
+    def _act(self, what, done=None):
+        """Run one browser action; its failure becomes a failed observation that says why."""
+        try:
+            result = what()
+            return done(result) if done else self._view()
+        except BrowserError as exc:
+            return Observation(str(exc), self.url(), failed=True)
+
+    def do_go_to(self, url):
+        if "://" not in url and not url.startswith(("data:", "about:")):
+            url = "https://" + url
+        return self._act(lambda: self.browser.open(url))
+
+    def do_read_page(self):
+        return self._act(lambda: None)
+
+    def do_click(self, target):
+        return self._act(lambda: self.browser.click(target),
+                         lambda info: self._view(f"clicked [{info.get('index')}] {info.get('label', '')}\n"))
+
+    def do_type(self, text, target):
+        # `text` holds real secret values here: the observation names the field, never the text.
+        return self._act(lambda: self.browser.type(target, text),
+                         lambda info: Observation(f"typed into [{info.get('index')}] {info.get('label', '')}",
+                                                  self.url()))
+
+    def do_select(self, option, target):
+        return self._act(lambda: self.browser.select(target, option),
+                         lambda info: Observation(f"selected {info.get('selected')!r} in [{info.get('index')}]",
+                                                  self.url()))
+
+    def do_press(self, key):
+        return self._act(lambda: self.browser.press(key),
+                         lambda _: self._view(f"pressed {key}\n"))
+
+    def do_scroll(self, direction="down", target=None):
+        return self._act(lambda: self.browser.scroll(direction, target),
+                         lambda r: self._view(f"scrolled {direction} (at {'the end' if r.get('atEnd') else r.get('scrollY')})\n"))
+
+    def do_hover(self, target):
+        return self._act(lambda: self.browser.hover(target),
+                         lambda info: Observation(f"hovering over [{info.get('index')}]", self.url()))
+
+    def do_wait_for(self, text, seconds=10):
+        seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
+        return self._act(lambda: self.browser.wait_for(text=text, timeout=seconds),
+                         lambda _: Observation(f"the page shows {text!r}", self.url()))
+
+    def do_go_back(self):
+        return self._act(self.browser.back)
+
+    def do_switch_tab(self, index):
+        return self._act(lambda: self.browser.switch_tab(int(index)),
+                         lambda _: self._view(f"tab {index}\n"))
+
+    def do_extract(self, selector="body"):
+        def found(texts):
+            texts = [t for t in texts if t]
+            if not texts:
+                raise BrowserError(f"Nothing on {self.url() or 'the page'} matches {selector!r}.")
+            return Observation("\n".join(texts)[:MAX_OBSERVATION_CHARS], self.url())
+        return self._act(lambda: self.browser.extract(selector), found)
+
+    def close(self):
+        browser = getattr(self, "browser", None)
+        try:
+            if self.recorder is not None and browser is not None:
+                self.store_gif()
+        finally:
+            if browser is not None:
+                browser.close()
+
+    def store_gif(self):
+        from workers.browser.gifs import save_gif
+
+        try:
+            save_gif(self.task.id, self.recorder, self.config)
+        except Exception:
+            log.warning("task %s: the GIF could not be stored", self.task.id, exc_info=True)
+
+
+ENDINGS_WITHOUT_PAGE = ("answer", "ask_user", "fail", "wait", "current_time", "read_attachment")
+
+
+class CloudBrowserEnvironment(BrowserEnvironment):
+    """`executionMode: "cloud_browser"`: a fresh Chromium per task (or a Grid session), closed with the task."""
+
+    def start_browser(self, task, should_stop, config):
+        from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+
+        options = task.options or {}
+        width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
+        return SeleniumBrowser(
+            label=options.get("cloudBrowserSessionName") or f"task-{task.id}",
+            chromium_path=config.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+            chromedriver_path=config.get("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
+            remote_url=config.get("SELENIUM_REMOTE_URL"), proxy=config.get("BROWSER_PROXY"),
+            window_size=(int(width), int(height or 900)), locale=config.get("BROWSER_LOCALE", "en-US"),
+            time_zone=options.get("timeZone") or "America/Los_Angeles",
+            download_dir=os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id),
+            profile_root=browsers_dir(config["VAR_DIR"]),
+            page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+
+
 # executionMode → browser environment class for the web agent; the browser issues register theirs here.
-BROWSER_ENVIRONMENTS = {}
+BROWSER_ENVIRONMENTS = {"cloud_browser": CloudBrowserEnvironment}
 
 
 def environment_for(task, should_stop, config):

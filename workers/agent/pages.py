@@ -1,169 +1,64 @@
-"""Reading web pages without a browser: fetch (behind the outbound-URL guard), HTML to text, CSS selectors."""
+"""Reading web pages without a browser: fetch (behind the outbound-URL guard), HTML parsed by lxml, CSS selectors by cssselect."""
 import re
-from html.parser import HTMLParser
 from urllib.parse import unquote_to_bytes, urljoin
 
 import requests
+from cssselect import SelectorError
+from lxml.html import html5parser
+from lxml.cssselect import CSSSelector
 
 from app.netguard import UnsafeUrl, check_url
 
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 HIDDEN = {"script", "style", "noscript", "template", "head"}
 BLOCK = {"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "fieldset", "figcaption",
          "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav",
          "ol", "p", "pre", "section", "table", "tr", "ul", "title"}
-_LISTS = ("ul", "ol", "dl", "table", "select", "body")
-OPTIONAL_END = {  # start tag → (open elements it ends, containers the search stops at)
-    "li": (("li",), _LISTS), "dt": (("dt", "dd"), _LISTS), "dd": (("dt", "dd"), _LISTS),
-    "option": (("option",), _LISTS), "tr": (("tr",), _LISTS), "td": (("td", "th"), ("tr",) + _LISTS),
-    "th": (("td", "th"), ("tr",) + _LISTS), "p": (("p",), ()),
-}
 MAX_BYTES = 5 * 1024 * 1024
+_PARSER = html5parser.HTMLParser(namespaceHTMLElements=False)
 
 
 class PageError(Exception):
     """The page could not be read; the message is fit for the trace."""
 
 
-class Element:
-    def __init__(self, tag, attrs=(), parent=None):
-        self.tag, self.parent, self.children = tag, parent, []
-        self.attrs = {name: value or "" for name, value in attrs}
-
-    def iter(self):
-        for child in self.children:
-            if isinstance(child, Element):
-                yield child
-                yield from child.iter()
-
-    def text(self):
-        parts = []
-        self._collect(parts)
-        lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(parts).split("\n"))
-        return "\n".join(line for line in lines if line)
-
-    def _collect(self, parts):
-        for child in self.children:
-            if isinstance(child, str):
-                parts.append(child.replace("\n", " "))
-            elif child.tag not in HIDDEN:
-                if child.tag in ("td", "th"):
-                    parts.append(" ")
-                block = child.tag in BLOCK
-                if block:
-                    parts.append("\n")
-                child._collect(parts)
-                if block:
-                    parts.append("\n")
+def parse_html(text):
+    """The document's root element as lxml elements, built by the HTML5 parsing algorithm (html5lib), so
+    optional end tags and stray markup give the tree a browser builds (libxml2's parser predates HTML5)."""
+    return _PARSER.parse(text).getroot()
 
 
-class _TreeBuilder(HTMLParser):
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.root = self.current = Element("#document")
-
-    def handle_starttag(self, tag, attrs):
-        # Optional end tags (`<li>a<li>b`, `<td>1<td>2`): an open element ends where its sibling starts.
-        if self.current.tag == "p" and tag in BLOCK:
-            self.current = self.current.parent
-        closes, boundary = OPTIONAL_END.get(tag, ((), ()))
-        node = self.current
-        while node.parent is not None and node.tag not in boundary:
-            if node.tag in closes:
-                self.current = node.parent
-                break
-            node = node.parent
-        element = Element(tag, attrs, self.current)
-        self.current.children.append(element)
-        if tag not in VOID:
-            self.current = element
-
-    def handle_startendtag(self, tag, attrs):
-        self.current.children.append(Element(tag, attrs, self.current))
-
-    def handle_endtag(self, tag):
-        node = self.current
-        while node is not None and node.tag != tag:
-            node = node.parent
-        if node is not None and node.parent is not None:  # unmatched end tags are ignored, as browsers do
-            self.current = node.parent
-
-    def handle_data(self, data):
-        self.current.children.append(data)
+def text_of(element):
+    """The element's visible text: block elements on their own lines, table cells apart, scripts left out."""
+    parts = []
+    _collect(element, parts)
+    lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(parts).split("\n"))
+    return "\n".join(line for line in lines if line)
 
 
-def parse_html(html):
-    builder = _TreeBuilder()
-    builder.feed(html)
-    builder.close()
-    return builder.root
-
-
-# A small CSS selector subset: tag, *, #id, .class, [attr], [attr=value], descendant and `>` combinators, `,`.
-_COMPOUND = re.compile(r"""(?P<tag>[a-zA-Z][\w-]*|\*)?(?P<rest>(?:[#.][\w-]+|\[[\w-]+(?:[~^$*|]?=(?:"[^"]*"|'[^']*'|[^\]]*))?\])*)$""")
-_PART = re.compile(r"""[#.][\w-]+|\[([\w-]+)(?:([~^$*|]?=)("[^"]*"|'[^']*'|[^\]]*))?\]""")
-
-
-def _compound_matcher(text):
-    match = _COMPOUND.match(text)
-    if not match or not text:
-        raise PageError(f"Unsupported CSS selector part {text!r} (supported: tag, #id, .class, [attr=value], "
-                        "descendant and '>' combinators).")
-    tag = (match["tag"] or "*").lower()
-    tests = []
-    for part in _PART.finditer(match["rest"]):
-        token = part[0]
-        if token[0] == "#":
-            tests.append(lambda e, v=token[1:]: e.attrs.get("id") == v)
-        elif token[0] == ".":
-            tests.append(lambda e, v=token[1:]: v in e.attrs.get("class", "").split())
-        else:
-            name, op, value = part[1].lower(), part[2], (part[3] or "").strip("\"'")
-            tests.append(lambda e, n=name, o=op, v=value: _attr_test(e.attrs.get(n), o, v))
-    return lambda e: (tag == "*" or e.tag == tag) and all(test(e) for test in tests)
-
-
-def _attr_test(actual, op, value):
-    if actual is None:
-        return False
-    return {None: True, "=": actual == value, "~=": value in actual.split(), "^=": actual.startswith(value),
-            "$=": actual.endswith(value), "*=": value in actual,
-            "|=": actual == value or actual.startswith(value + "-")}[op or None]
+def _collect(element, parts):
+    if element.text:
+        parts.append(element.text.replace("\n", " "))
+    for child in element:
+        if isinstance(child.tag, str) and child.tag.lower() not in HIDDEN:  # comments have no str tag
+            tag = child.tag.lower()
+            if tag in ("td", "th"):
+                parts.append(" ")
+            block = tag in BLOCK
+            if block:
+                parts.append("\n")
+            _collect(child, parts)
+            if block:
+                parts.append("\n")
+        if child.tail:
+            parts.append(child.tail.replace("\n", " "))
 
 
 def select(root, selector):
-    """Elements matching `selector`, in document order."""
-    found = []
-    for group in selector.split(","):
-        tokens = re.findall(r">|[^\s>]+", group.strip())
-        if not tokens:
-            continue
-        steps, combinator = [], " "
-        for token in tokens:
-            if token == ">":
-                combinator = ">"
-                continue
-            steps.append((combinator, _compound_matcher(token)))
-            combinator = " "
-        found.extend(e for e in root.iter() if _matches(e, steps) and e not in found)
-    order = {id(e): i for i, e in enumerate(root.iter())}
-    return sorted(found, key=lambda e: order[id(e)])
-
-
-def _matches(element, steps):
-    (combinator, matcher), earlier = steps[-1], steps[:-1]
-    if not matcher(element):
-        return False
-    if not earlier:
-        return True
-    ancestor = element.parent
-    if combinator == ">":
-        return ancestor is not None and _matches(ancestor, earlier)
-    while ancestor is not None:
-        if _matches(ancestor, earlier):
-            return True
-        ancestor = ancestor.parent
-    return False
+    """Elements matching a CSS selector (cssselect: the full CSS 3 selector language), in document order."""
+    try:
+        return CSSSelector(selector, translator="html")(root)
+    except (SelectorError, SyntaxError) as exc:
+        raise PageError(f"Invalid CSS selector {selector!r}: {exc}.") from None
 
 
 class Page:
@@ -174,17 +69,19 @@ class Page:
 
     def title(self):
         titles = select(self.root, "title")
-        return titles[0].text() if titles else ""
+        return text_of(titles[0]) if titles else ""
 
     def text(self):
         bodies = select(self.root, "body")
-        return (bodies[0] if bodies else self.root).text()
+        return text_of(bodies[0] if bodies else self.root)
 
     def extract(self, selector):
         elements = select(self.root, selector)
+        if not elements and selector.strip() == "body":  # `extract` alone on a page without <body>
+            elements = [self.root]
         if not elements:
             raise PageError(f"Nothing on {self.url or 'the page'} matches {selector!r}.")
-        return "\n".join(text for text in (e.text() for e in elements) if text)
+        return "\n".join(text for text in (text_of(e) for e in elements) if text)
 
 
 def fetch(url, *, allow_private, timeout, base=None):

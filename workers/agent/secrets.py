@@ -2,6 +2,7 @@
 import contextlib
 import logging
 import re
+from urllib.parse import quote, quote_plus
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 
@@ -10,13 +11,11 @@ class Secrets:
     def __init__(self, values=None):
         self.values = {name: str(value) for name, value in (values or {}).items()}
         # Longest first, so a value that contains another is redacted whole.
-        self._redactions = sorted(((v, "${%s}" % n) for n, v in self.values.items() if v),
-                                  key=lambda pair: -len(pair[0]))
+        self._redactions = _ordered((v, "${%s}" % n) for n, v in self.values.items() if v)
 
     def hide(self, values, placeholder="[redacted]"):
         """Also redact these values (credentials the planner never names, e.g. MCP tokens)."""
-        self._redactions = sorted(self._redactions + [(v, placeholder) for v in values if v],
-                                  key=lambda pair: -len(pair[0]))
+        self._redactions = _ordered(self._redactions + [(v, placeholder) for v in values if v])
 
     def names(self):
         return sorted(self.values)
@@ -65,6 +64,15 @@ def _loggers():
     for logger in list(logging.Logger.manager.loggerDict.values()):
         if isinstance(logger, logging.Logger) and logger.handlers:
             yield logger
+
+
+def _ordered(pairs):
+    """Each value also in its URL-encoded forms (a secret typed into a GET form lands in the page's URL)."""
+    out = {}
+    for value, placeholder in pairs:
+        for form in (value, quote(value, safe=""), quote_plus(value, safe="")):
+            out.setdefault(form, placeholder)
+    return sorted(out.items(), key=lambda pair: -len(pair[0]))
 
 
 class _RedactingFilter(logging.Filter):

@@ -1,0 +1,461 @@
+/* Remote Dispatch page script: the page-side half of every browser driver (Selenium and the extension).
+ *
+ * One file, run unchanged by Selenium's `execute_script` (main world) and by the extension's
+ * `chrome.scripting.executeScript({files: ["page.js"]})` (isolated world). Running it defines
+ * `window.__remoteDispatch` unless a copy of the same VERSION is already there; running it again is harmless.
+ * It keeps no state in JavaScript variables: element numbers are stamped on the elements
+ * (attribute `data-rd-index`), the next number and "this page has been read" on the top document's
+ * <html> (`data-rd-next`, `data-rd-read`), so a fresh copy of the script sees the same numbers.
+ *
+ * Targets (every method that takes `target`): an element number (7 or "7" or "[7]"), a CSS selector, or
+ * visible text. Resolution order: number; an interactive element whose label, name, id, placeholder,
+ * aria-label or title equals the text (case-insensitive); a CSS selector matching a visible element;
+ * an interactive element whose label contains the text; the smallest visible element containing the text.
+ * Lookups reach into same-origin iframes and open shadow roots.
+ *
+ * Every method returns plain JSON (so the extension can pass results back), except `element`.
+ * Actions return {ok: true, ...description} or {ok: false, error: "why"}.
+ *
+ *   version                       the script's version string
+ *   read({maxChars})              -> {url, title, text, elements: [{index, tag, label, new, type?, role?,
+ *                                    name?, href?, frame?}], truncated}
+ *                                    `text` is the simplified view: visible text, and every visible interactive
+ *                                    element as `[N]<tag attr="..">label</tag>`; elements numbered since the
+ *                                    previous reading of this page are prefixed `*` and have `new: true`
+ *                                    (nothing is new at the first reading). Password values are never shown.
+ *   locate(target)                -> {ok, index, tag, label, inTop} (stamps a number if the element had none)
+ *   element(target)               -> the DOM element or null (Selenium turns it into a WebElement)
+ *   click(target)                 -> {ok, index, tag, label, href?}: scrolls into view, pointer/mouse events, click()
+ *   focus(target)                 -> {ok, ...}: scroll into view and focus (drivers then send real keys)
+ *   type(target, text, {clear})   -> {ok, ...}: clear (default) and set the value with input/change events;
+ *                                    never echoes `text` (it may hold a secret)
+ *   select(target, option)        -> {ok, selected: "option text"}: a <select>'s option by value or text
+ *   scroll(direction, target)     -> {ok, scrollY, atEnd}: "down"|"up"|"top"|"bottom", the page or an element
+ *   hover(target)                 -> {ok, ...}: mouseover/mouseenter/mousemove
+ *   extract(selector)             -> {ok, texts: [...]}: querySelectorAll in every reachable root, visible text
+ *   hasText(text)                 -> bool: the visible text contains `text` (case-insensitive)
+ *   hasElement(selector)          -> bool
+ *   html()                        -> the top document's outerHTML
+ */
+(function () {
+  "use strict";
+  var VERSION = "1";
+  if (window.__remoteDispatch && window.__remoteDispatch.version === VERSION) return;
+
+  var INDEX = "data-rd-index";
+  var SKIP = {SCRIPT: 1, STYLE: 1, NOSCRIPT: 1, TEMPLATE: 1, HEAD: 1, META: 1, LINK: 1, TITLE: 1};
+  var ROLES = {button: 1, link: 1, checkbox: 1, radio: 1, tab: 1, menuitem: 1, menuitemcheckbox: 1,
+    menuitemradio: 1, option: 1, "switch": 1, combobox: 1, textbox: 1, searchbox: 1, slider: 1,
+    spinbutton: 1, listbox: 1, treeitem: 1};
+  var ATTRS = ["type", "name", "placeholder", "href", "role", "aria-label", "title", "alt", "aria-expanded"];
+  var BLOCK = /^(block|flex|grid|list-item|table|table-row|table-caption|flow-root)$/;
+
+  function top() { return document.documentElement; }
+  function clean(s) { return (s || "").replace(/\s+/g, " ").trim(); }
+  function cut(s, n) { s = clean(s); return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+  function style(el) {
+    try { return el.ownerDocument.defaultView.getComputedStyle(el); } catch (e) { return null; }
+  }
+
+  function visible(el) {
+    if (!el || el.nodeType !== 1) return false;
+    if (el.checkVisibility && !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) return false;
+    var s = style(el);
+    if (!s || s.display === "none" || s.visibility === "hidden" || s.visibility === "collapse") return false;
+    var r = el.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0) return true;
+    // display: contents and zero-size wrappers of visible children
+    return s.display === "contents" || el.getClientRects().length > 0 && el.children.length > 0;
+  }
+
+  function interactive(el) {
+    var tag = el.tagName;
+    if (tag === "A") return el.hasAttribute("href") || el.hasAttribute("onclick");
+    if (tag === "BUTTON" || tag === "SELECT" || tag === "TEXTAREA" || tag === "SUMMARY") return true;
+    if (tag === "INPUT") return (el.type || "").toLowerCase() !== "hidden";
+    var role = (el.getAttribute("role") || "").toLowerCase();
+    if (ROLES[role]) return true;
+    if (el.hasAttribute("onclick") || el.isContentEditable && !(el.parentElement && el.parentElement.isContentEditable))
+      return true;
+    var tab = el.getAttribute("tabindex");
+    if (tab !== null && +tab >= 0 && tag !== "BODY" && tag !== "HTML") return true;
+    // Handlers added with addEventListener cannot be seen from here: a pointer cursor that starts on
+    // this element (not inherited from its parent) is the page saying "this is clickable".
+    if (tag === "LABEL" || tag === "BODY" || tag === "HTML") return false;
+    var s = style(el), p = el.parentElement && style(el.parentElement);
+    return !!(s && s.cursor === "pointer" && !(p && p.cursor === "pointer"));
+  }
+
+  function labelsOf(el) {
+    var out = [];
+    try {
+      if (el.labels) for (var i = 0; i < el.labels.length; i++) out.push(clean(el.labels[i].innerText));
+    } catch (e) { /* not labelable */ }
+    var by = el.getAttribute("aria-labelledby");
+    if (by) by.split(/\s+/).forEach(function (id) {
+      var t = el.ownerDocument.getElementById(id);
+      if (t) out.push(clean(t.innerText || t.textContent));
+    });
+    return out.filter(Boolean);
+  }
+
+  function label(el) {
+    var tag = el.tagName, aria = el.getAttribute("aria-label");
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT") {
+      var l = labelsOf(el);
+      if (tag === "SELECT") {
+        var o = el.options[el.selectedIndex];
+        return cut((l[0] ? l[0] + ": " : "") + (o ? o.text : ""), 100);
+      }
+      var type = (el.type || "").toLowerCase();
+      if (type === "submit" || type === "button" || type === "reset") return cut(el.value || aria || type, 100);
+      return cut(aria || l[0] || el.placeholder || el.title || el.name || "", 100);
+    }
+    var text = clean(el.innerText || el.textContent);
+    if (!text) {
+      var img = el.querySelector && el.querySelector("img[alt]");
+      text = aria || (img && img.alt) || el.title || "";
+    }
+    return cut(text || aria || "", 100);
+  }
+
+  function names(el) {
+    // Everything a user might call this element by, lowercased.
+    var out = [label(el), el.id, el.getAttribute("name"), el.getAttribute("placeholder"),
+      el.getAttribute("aria-label"), el.getAttribute("title"), el.getAttribute("value")].concat(labelsOf(el));
+    return out.filter(Boolean).map(function (s) { return clean(s).toLowerCase(); });
+  }
+
+  // --- roots: the document, open shadow roots, same-origin iframes -------------------------------------
+  function childDocument(frame) {
+    try { return frame.contentDocument && frame.contentDocument.documentElement ? frame.contentDocument : null; }
+    catch (e) { return null; }  // cross-origin
+  }
+
+  function roots() {
+    var out = [], seen = [];
+    (function add(root) {
+      if (seen.indexOf(root) >= 0) return;
+      seen.push(root); out.push(root);
+      var all = root.querySelectorAll("*");
+      for (var i = 0; i < all.length; i++) {
+        var el = all[i];
+        if (el.shadowRoot) add(el.shadowRoot);
+        if (el.tagName === "IFRAME" || el.tagName === "FRAME") {
+          var d = childDocument(el);
+          if (d) add(d);
+        }
+      }
+    })(document);
+    return out;
+  }
+
+  function all(selector) {
+    var out = [], rs = roots();
+    for (var i = 0; i < rs.length; i++) {
+      var found = rs[i].querySelectorAll(selector);  // throws on an invalid selector
+      for (var j = 0; j < found.length; j++) if (out.indexOf(found[j]) < 0) out.push(found[j]);
+    }
+    return out;
+  }
+
+  function stamp(el) {
+    var n = el.getAttribute(INDEX);
+    if (n) return {index: +n, fresh: false};
+    var next = +(top().getAttribute("data-rd-next") || "1");
+    el.setAttribute(INDEX, String(next));
+    top().setAttribute("data-rd-next", String(next + 1));
+    return {index: next, fresh: true};
+  }
+
+  // --- reading ---------------------------------------------------------------------------------------
+  function read(options) {
+    var maxChars = (options && options.maxChars) || 40000;
+    var firstReading = !top().hasAttribute("data-rd-read");
+    var out = [], elements = [];
+
+    function emit(s) { out.push(s); }
+    function newline() { if (out.length && out[out.length - 1] !== "\n") out.push("\n"); }
+
+    function describe(el, frame) {
+      var st = stamp(el), tag = el.tagName.toLowerCase(), isNew = st.fresh && !firstReading;
+      var item = {index: st.index, tag: tag, label: label(el), "new": isNew};
+      var attrs = "";
+      ATTRS.forEach(function (a) {
+        var v = el.getAttribute(a);
+        if (v === null || v === "") return;
+        if (a === "href") v = cut(v, 120);
+        attrs += " " + a + '="' + cut(v, 80).replace(/"/g, "'") + '"';
+        if (a === "type" || a === "role" || a === "name" || a === "href") item[a] = v;
+      });
+      if ((tag === "input" || tag === "textarea") && el.type !== "password" && el.value &&
+          ["checkbox", "radio", "submit", "button", "reset"].indexOf(el.type) < 0)
+        attrs += ' value="' + cut(el.value, 80).replace(/"/g, "'") + '"';
+      if (el.type === "checkbox" || el.type === "radio") attrs += el.checked ? " checked" : "";
+      if (el.disabled) attrs += " disabled";
+      if (tag === "select") {
+        var opts = [];
+        for (var i = 0; i < el.options.length && i < 30; i++) opts.push(cut(el.options[i].text, 40));
+        attrs += ' options="' + opts.join(" | ").replace(/"/g, "'") + '"';
+      }
+      if (frame) item.frame = frame;
+      elements.push(item);
+      newline();
+      emit((isNew ? "*" : "") + "[" + st.index + "]<" + tag + attrs + ">" + item.label + "</" + tag + ">");
+      newline();
+    }
+
+    function walk(node, frame, insideInteractive) {
+      if (node.nodeType === 3) {
+        if (!insideInteractive) {
+          var t = clean(node.nodeValue);
+          if (t) emit(t + " ");
+        }
+        return;
+      }
+      if (node.nodeType !== 1 && node.nodeType !== 11) return;
+      if (node.nodeType === 1) {
+        if (SKIP[node.tagName]) return;
+        var s = style(node);
+        if (!s || s.display === "none" || s.visibility === "hidden") {
+          // a hidden parent may still have visible children (visibility can be overridden)
+          if (!s || s.display === "none") return;
+        }
+        var block = s && BLOCK.test(s.display);
+        if (s && s.display === "table-cell" && node.previousElementSibling) emit("| ");
+        if (block) newline();
+        var here = insideInteractive;
+        if (interactive(node) && visible(node)) { describe(node, frame); here = true; }
+        if (node.tagName === "IFRAME" || node.tagName === "FRAME") {
+          var d = childDocument(node);
+          if (d && d.body) {
+            newline(); emit("(frame " + cut(node.getAttribute("src") || node.name || "", 80) + ")"); newline();
+            walk(d.body, (frame ? frame + " > " : "") + (node.getAttribute("src") || node.name || "iframe"), false);
+            newline();
+          }
+          return;
+        }
+        if (node.tagName === "IMG" && !here && node.alt && visible(node)) emit("[image: " + cut(node.alt, 80) + "] ");
+        if (node.tagName === "BR") newline();
+        var kids = node.shadowRoot ? node.shadowRoot.childNodes
+          : node.tagName === "SLOT" ? node.assignedNodes({flatten: true}) : node.childNodes;
+        if (node.tagName === "SLOT" && !kids.length) kids = node.childNodes;
+        for (var i = 0; i < kids.length; i++) walk(kids[i], frame, here);
+        if (block) newline();
+        return;
+      }
+      for (var j = 0; j < node.childNodes.length; j++) walk(node.childNodes[j], frame, insideInteractive);
+    }
+
+    walk(document.body || document.documentElement, "", false);
+    top().setAttribute("data-rd-read", "1");
+    var text = out.join("").replace(/[ \t]+\n/g, "\n").replace(/\n{3,}/g, "\n\n").trim();
+    var truncated = text.length > maxChars;
+    if (truncated) text = text.slice(0, maxChars) + "\n… (page text truncated)";
+    return {url: location.href, title: document.title, text: text, elements: elements, truncated: truncated};
+  }
+
+  // --- finding ---------------------------------------------------------------------------------------
+  function candidates() {
+    var out = [], els = all("*");
+    for (var i = 0; i < els.length; i++) if (interactive(els[i]) && visible(els[i])) out.push(els[i]);
+    return out;
+  }
+
+  function isSelector(text) {
+    try { document.createDocumentFragment().querySelector(text); return true; } catch (e) { return false; }
+  }
+
+  function find(target) {
+    if (target === null || target === undefined) return null;
+    var t = String(target).trim(), m = /^\[?(\d+)\]?$/.exec(t);
+    if (m) {
+      var byIndex = all("[" + INDEX + '="' + m[1] + '"]');
+      return byIndex[0] || null;
+    }
+    var want = clean(t).toLowerCase(), cands = candidates(), i;
+    for (i = 0; i < cands.length; i++) if (names(cands[i]).indexOf(want) >= 0) return cands[i];
+    if (isSelector(t)) {
+      var matched = all(t);
+      for (i = 0; i < matched.length; i++) if (visible(matched[i])) return matched[i];
+      if (matched.length) return matched[0];
+    }
+    for (i = 0; i < cands.length; i++) {
+      var ns = names(cands[i]);
+      for (var k = 0; k < ns.length; k++) if (ns[k].indexOf(want) >= 0) return cands[i];
+    }
+    // the smallest visible element whose text contains it (deepest match wins)
+    var best = null, els = all("body *");
+    for (i = 0; i < els.length; i++) {
+      var el = els[i];
+      if (SKIP[el.tagName] || !visible(el)) continue;
+      if (clean(el.innerText).toLowerCase().indexOf(want) >= 0) {
+        if (!best || best.contains(el) || clean(el.innerText).length < clean(best.innerText).length) best = el;
+      }
+    }
+    return best;
+  }
+
+  function notFound(target) {
+    var t = String(target).trim();
+    return {ok: false, error: /^\[?\d+\]?$/.test(t)
+      ? "No element [" + t.replace(/[\[\]]/g, "") + "] on this page (read the page again: numbers belong to one page)."
+      : "No element matching " + JSON.stringify(t) + " on this page."};
+  }
+
+  function info(el) {
+    var st = stamp(el);
+    var r = {ok: true, index: st.index, tag: el.tagName.toLowerCase(), label: label(el),
+      inTop: el.ownerDocument === document && el.getRootNode() === document};
+    if (el.tagName === "A" && el.href) r.href = el.href;
+    return r;
+  }
+
+  function withElement(target, fn) {
+    var el = find(target);
+    if (!el) return notFound(target);
+    try { return fn(el) || info(el); } catch (e) { return {ok: false, error: String(e && e.message || e)}; }
+  }
+
+  function mouse(el, types) {
+    var r = el.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
+    var View = el.ownerDocument.defaultView;
+    types.forEach(function (type) {
+      var Ctor = type.indexOf("pointer") === 0 && View.PointerEvent ? View.PointerEvent : View.MouseEvent;
+      el.dispatchEvent(new Ctor(type, {bubbles: type !== "mouseenter", cancelable: true, composed: true,
+        clientX: x, clientY: y, view: View}));
+    });
+  }
+
+  function reveal(el) {
+    try { el.scrollIntoView({block: "center", inline: "center"}); } catch (e) { el.scrollIntoView(); }
+  }
+
+  function setValue(el, value) {
+    // The prototype's setter, so frameworks that track the value (React) see the change.
+    var proto = el.tagName === "TEXTAREA" ? el.ownerDocument.defaultView.HTMLTextAreaElement.prototype
+      : el.tagName === "SELECT" ? el.ownerDocument.defaultView.HTMLSelectElement.prototype
+      : el.ownerDocument.defaultView.HTMLInputElement.prototype;
+    var desc = Object.getOwnPropertyDescriptor(proto, "value");
+    if (desc && desc.set) desc.set.call(el, value); else el.value = value;
+  }
+
+  function fire(el, type) { el.dispatchEvent(new Event(type, {bubbles: true, composed: true})); }
+
+  var api = {
+    version: VERSION,
+    read: read,
+    element: function (target) { return find(target); },
+    locate: function (target) { return withElement(target, function () { return null; }); },
+    click: function (target) {
+      return withElement(target, function (el) {
+        reveal(el);
+        mouse(el, ["pointerover", "mouseover", "pointerdown", "mousedown"]);
+        if (el.focus) el.focus();
+        mouse(el, ["pointerup", "mouseup"]);
+        el.click();
+        return null;
+      });
+    },
+    focus: function (target) {
+      return withElement(target, function (el) { reveal(el); if (el.focus) el.focus(); return null; });
+    },
+    type: function (target, text, options) {
+      var clear = !(options && options.clear === false);
+      return withElement(target, function (el) {
+        reveal(el);
+        if (el.focus) el.focus();
+        if (el.isContentEditable) {
+          el.textContent = (clear ? "" : el.textContent) + text;
+          fire(el, "input");
+          return null;
+        }
+        if (!("value" in el) || el.tagName === "SELECT" || el.tagName === "BUTTON")
+          return {ok: false, error: "The element [" + stamp(el).index + "] <" + el.tagName.toLowerCase() +
+            "> does not take text."};
+        setValue(el, (clear ? "" : el.value) + text);
+        fire(el, "input");
+        fire(el, "change");
+        return null;
+      });
+    },
+    select: function (target, option) {
+      return withElement(target, function (el) {
+        if (el.tagName !== "SELECT") {
+          var inner = el.querySelector && el.querySelector("select");
+          if (!inner) return {ok: false, error: "The element [" + stamp(el).index + "] <" +
+            el.tagName.toLowerCase() + "> is not a <select>."};
+          el = inner;
+        }
+        var want = clean(option).toLowerCase(), pick = -1, i, texts = [];
+        for (i = 0; i < el.options.length; i++) {
+          var o = el.options[i];
+          texts.push(clean(o.text));
+          if (pick < 0 && (o.value === option || clean(o.text).toLowerCase() === want)) pick = i;
+        }
+        for (i = 0; pick < 0 && i < el.options.length; i++)
+          if (clean(el.options[i].text).toLowerCase().indexOf(want) >= 0) pick = i;
+        if (pick < 0) return {ok: false, error: "No option " + JSON.stringify(String(option)) + " in [" +
+          stamp(el).index + "] (options: " + texts.join(", ") + ")."};
+        reveal(el);
+        el.selectedIndex = pick;
+        fire(el, "input");
+        fire(el, "change");
+        var r = info(el);
+        r.selected = texts[pick];
+        return r;
+      });
+    },
+    scroll: function (direction, target) {
+      direction = (direction || "down").toLowerCase();
+      var el = null;
+      if (target !== undefined && target !== null && target !== "") {
+        el = find(target);
+        if (!el) return notFound(target);
+      }
+      var box = el || document.scrollingElement || document.documentElement;
+      var page = el ? el.clientHeight : window.innerHeight, step = Math.max(100, Math.round(page * 0.8));
+      var before = box.scrollTop;
+      if (direction === "top") box.scrollTop = 0;
+      else if (direction === "bottom") box.scrollTop = box.scrollHeight;
+      else box.scrollTop = before + (direction === "up" ? -step : step);
+      var atEnd = direction === "up" || direction === "top" ? box.scrollTop <= 0
+        : box.scrollTop + (el ? el.clientHeight : window.innerHeight) >= box.scrollHeight - 2;
+      return {ok: true, scrollY: Math.round(box.scrollTop), moved: Math.round(box.scrollTop - before), atEnd: atEnd};
+    },
+    hover: function (target) {
+      return withElement(target, function (el) {
+        reveal(el);
+        mouse(el, ["pointerover", "pointerenter", "mouseover", "mouseenter", "pointermove", "mousemove"]);
+        return null;
+      });
+    },
+    extract: function (selector) {
+      var found;
+      try { found = all(selector); } catch (e) {
+        return {ok: false, error: "Invalid CSS selector " + JSON.stringify(String(selector)) + "."};
+      }
+      return {ok: true, texts: found.map(function (el) {
+        return clean(visible(el) ? el.innerText : el.textContent);
+      })};
+    },
+    hasText: function (text) {
+      var want = clean(text).toLowerCase(), rs = roots();
+      for (var i = 0; i < rs.length; i++) {
+        var body = rs[i].body || rs[i];
+        var seen = body.innerText !== undefined ? body.innerText : body.textContent;
+        if (clean(seen).toLowerCase().indexOf(want) >= 0) return true;
+      }
+      return false;
+    },
+    hasElement: function (selector) {
+      try { return all(selector).length > 0; } catch (e) { return false; }
+    },
+    html: function () { return document.documentElement.outerHTML; }
+  };
+  try {
+    Object.defineProperty(window, "__remoteDispatch", {value: api, configurable: true, writable: true});
+  } catch (e) {
+    window.__remoteDispatch = api;
+  }
+})();
