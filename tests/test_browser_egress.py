@@ -11,6 +11,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser_pages import Canary, RecordingServer, UdpCanary
+from tests.conftest import WorkerProcess, submit, wait_for_status
 from tests.grid import selenium_grid  # noqa: F401 (fixture)
 from workers.browser.base import NavigationRefused
 from workers.browser.egress import EgressProxy, check_typed_url, harden_chrome_options, reap_orphans
@@ -39,7 +40,7 @@ const tries = {
 Promise.all(Object.entries(tries).map(([name, go]) => go().then(
     value => { window.results[name] = "reached" + (typeof value === "string" ? ":" + value : ""); },
     error => { window.results[name] = "failed"; })))
-  .then(() => { window.settled = true; });
+  .then(() => { window.settled = true; document.body.insertAdjacentHTML("beforeend", "<p>all settled</p>"); });
 </script></body></html>"""
 
 
@@ -205,11 +206,12 @@ def test_webrtc_sends_no_udp_once_hardened(servers, session, tmp_path):
 def test_typed_urls_other_than_http_are_refused_before_the_browser():
     for url in ("file:///etc/passwd", "chrome://settings", "view-source:http://example.com/",
                 "devtools://devtools/bundled/inspector.html", "chrome-extension://abc/page.html",
-                "javascript:alert(1)", "data:text/html,hi", "ftp://example.com/", "example.com"):
+                "javascript:alert(1)", "ftp://example.com/", "example.com", "blob:http://example.com/x"):
         with pytest.raises(NavigationRefused, match="navigation refused"):
             check_typed_url(url)
     assert check_typed_url("https://example.com/a") == "https://example.com/a"
     assert check_typed_url("about:blank") == "about:blank"
+    assert check_typed_url("data:text/html,<h1>hi</h1>") == "data:text/html,<h1>hi</h1>"
 
 
 def test_the_proxy_ends_with_its_session_and_orphans_are_reaped(tmp_path):
@@ -304,3 +306,52 @@ def _read_response(conn):
             break
         body += chunk
     return head + b"\r\n\r\n" + body
+
+
+def test_cloud_browser_tasks_reach_nothing_but_the_allowed_server_and_say_what_was_refused(
+        client, api_key, servers):
+    """Real tasks on a worker whose policy admits only the page server: every way out, as steps."""
+    page, canary, urls = servers
+    page.pages["/scripts"] = SCRIPTS % {**urls, "proxy": "127.0.0.1:9"}
+    worker = WorkerProcess(queues="tasks", concurrency=2, name="egress", env={
+        "ALLOW_PRIVATE_URLS": "false", "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"})
+    try:
+        def run(*steps):
+            prompt = "\n".join(["/Operator", *steps])
+            request_id = submit(client, api_key, {"executionMode": "cloud_browser", "prompt": prompt}
+                                ).get_json()["requestId"]
+            return request_id
+
+        runs = {
+            "page": run(f"go to {page.url('/iframes')}", f"go to {page.url('/scripts')}", 'wait for "all settled"',
+                        f"go to {page.url('/navigate')}"),
+            "typed": run(f"go to {urls['canary']}/typed"),
+            "redirect": run(f"go to {page.url('/redirect')}"),
+            "localhost": run(f"go to {urls['localhost']}/typed"),
+            "v6": run(f"go to {urls['v6']}/typed"),
+            "file": run("go to file:///etc/hostname"),
+        }
+        bodies = {name: wait_for_status(client, api_key, rid, timeout=120) for name, rid in runs.items()}
+    finally:
+        worker.stop()
+
+    assert canary.connections == [] and page.udp.datagrams == 0
+    for name, body in bodies.items():
+        assert body["status"] == "error", (name, body)
+    trace = bodies["page"]["response"]["actionTrace"]
+    refused = lambda entry: " ".join(entry.get("refused", []))  # noqa: E731
+    iframes, scripts, _, navigate = trace[:4]
+    assert iframes["url"] == page.url("/iframes")
+    for where in (f"127.0.0.3:{canary.port}", f"127.0.0.1:{canary.port}", f"localhost:{canary.port}",
+                  f"[::1]:{canary.port}"):
+        assert where in refused(iframes), (where, iframes)
+    assert "non-public address" in refused(iframes)
+    assert f"CONNECT 127.0.0.1:{canary.port}" in refused(scripts) + refused(trace[2])  # the WebSocket
+    assert f"GET 127.0.0.3:{canary.port}" in refused(scripts) + refused(trace[2])  # fetch, image
+    assert f"127.0.0.1:{canary.port}" in refused(navigate) + refused(trace[2])  # the script's navigation
+    assert "Refused by the egress policy" in bodies["page"]["response"]["text"]
+    assert f"GET 127.0.0.3:{canary.port}" in refused(bodies["typed"]["response"]["actionTrace"][0])
+    assert f"127.0.0.3:{canary.port}" in refused(bodies["redirect"]["response"]["actionTrace"][0])
+    assert f"localhost:{canary.port}" in refused(bodies["localhost"]["response"]["actionTrace"][0])
+    assert f"[::1]:{canary.port}" in refused(bodies["v6"]["response"]["actionTrace"][0])
+    assert "navigation refused: file scheme is not allowed" in bodies["file"]["response"]["text"]

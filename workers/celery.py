@@ -23,6 +23,8 @@ from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and
 @signals.worker_init.connect
 def _reap_orphaned_browsers(**_):
     """Browsers left by a worker of this deployment that was SIGKILLed: gone before this one takes tasks."""
+    from workers.browser.egress import reap_orphans
     from workers.browser.reaper import reap
 
     reap(flask_app.config["VAR_DIR"])
+    reap_orphans(flask_app.config)

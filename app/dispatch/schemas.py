@@ -249,6 +249,8 @@ class TraceEntrySchema(ma.Schema):
     endTs = fields.String()
     durationMs = fields.Integer()
     result = fields.String(metadata={"description": "MCP tool calls: the tool's result, truncated"})
+    refused = fields.List(fields.String(), metadata={
+        "description": "Browser steps: what the egress policy refused meanwhile (\"GET host:port: why\")"})
 
 
 class ResponseSchema(ma.Schema):

@@ -115,6 +115,8 @@ class AgentLoop:
             }
             if observation.trace_result is not None:
                 entry["result"] = self.secrets.redact(observation.trace_result)
+            if observation.refused:
+                entry["refused"] = [self.secrets.redact(refusal) for refusal in observation.refused]
             self.state.trace.append(entry)
             self.state.conversation.add_call(action)
             self.state.conversation.add_result(action.call_id, observation.text)

@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent.parent
 PLUGIN = "workers.browser.proxy_plugin.EgressPlugin"
 POLICY_SETTINGS = ("ALLOW_PRIVATE_URLS", "EGRESS_ALLOW_HOSTS", "EGRESS_TREAT_AS_PUBLIC")
-# Chromium blocks web pages from navigating to these itself; a typed URL is refused here, before the browser.
-BROWSER_SCHEMES = ("http", "https")
+# What the agent may type (data: pages reach the network only through the proxy, like any page). Chromium
+# itself blocks web pages from navigating to file:, chrome:, view-source:, devtools:, ...
+BROWSER_SCHEMES = ("http", "https", "data")
 # Beside the proxy flags: what would go around an HTTP proxy, off.
 HARDENING_ARGUMENTS = [
     # WebRTC's UDP (STUN/TURN, peer connections) cannot be proxied: only proxied connections for it.
@@ -36,7 +37,7 @@ HARDENING_ARGUMENTS = [
 
 
 def check_typed_url(url):
-    """Refuse any URL the agent types that is not http(s): file:, chrome:, view-source:, devtools:, data:, ...
+    """Refuse any URL the agent types that is not http(s) or data: file:, chrome:, view-source:, devtools:, ...
 
     The addresses are checked where the connection is made (the proxy), not here.
     """
@@ -45,7 +46,7 @@ def check_typed_url(url):
     scheme = urlsplit((url or "").strip()).scheme.lower()
     if scheme not in BROWSER_SCHEMES:
         raise NavigationRefused(f"navigation refused: {scheme or 'a URL without a'} scheme is not allowed "
-                                f"(only http and https): {url[:200]!r}")
+                                f"(only http, https and data): {url[:200]!r}")
     return url
 
 
