@@ -27,9 +27,18 @@ def grid_ready(url):
         return False
 
 
+class Grid(str):
+    """The Grid's URL (for SELENIUM_REMOTE_URL), with its log."""
+
+    process = None
+
+    def output(self):
+        return self.process.output()
+
+
 @pytest.fixture(scope="session")
 def selenium_grid():
-    """The Grid's URL (for SELENIUM_REMOTE_URL). `make test` fetches the jar (make grid-jar)."""
+    """A running Grid (its URL, a str). `make test` fetches the jar (make grid-jar)."""
     jar = os.environ.get("SELENIUM_SERVER_JAR", "")
     if not os.path.isfile(jar):
         pytest.fail(f"no Selenium server jar at {jar!r}: run the suite with `make test` (it runs `make grid-jar`)")
@@ -37,5 +46,7 @@ def selenium_grid():
     url = f"http://127.0.0.1:{port}"
     grid = ManagedProcess(grid_argv(jar, port), "selenium-grid")
     grid.wait_until(lambda: grid_ready(url), timeout=120)
+    url = Grid(url)
+    url.process = grid
     yield url
     grid.stop()

@@ -152,7 +152,7 @@ def test_a_page_reaches_nothing_but_the_allowed_server(servers, session):
 def test_a_grid_session_reaches_nothing_but_the_allowed_server(servers, session, selenium_grid):
     """The same pages in a Chromium that a Selenium Grid node started: still behind the task's proxy."""
     page, canary, urls = servers
-    driver, proxy = session({"EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"}, remote=selenium_grid)
+    driver, proxy = session({"EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"}, remote=str(selenium_grid))
     page.proxy_port = proxy.port
     assert driver.capabilities.get("se:name") == "egress-test"
 
@@ -355,3 +355,43 @@ def test_cloud_browser_tasks_reach_nothing_but_the_allowed_server_and_say_what_w
     assert f"localhost:{canary.port}" in refused(bodies["localhost"]["response"]["actionTrace"][0])
     assert f"[::1]:{canary.port}" in refused(bodies["v6"]["response"]["actionTrace"][0])
     assert "navigation refused: file scheme is not allowed" in bodies["file"]["response"]["text"]
+
+
+def test_the_cloud_browser_scenario_on_a_selenium_grid(client, api_key, other_key, selenium_grid):
+    """issue 10's sign-in / new tab / select / table scenario with SELENIUM_REMOTE_URL set: the sessions are
+    the Grid's (named by cloudBrowserSessionName), still behind the task's egress proxy."""
+    from tests import test_cloud_browser as scenario
+
+    pages = PageServerForScenario()
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="grid", env={
+        "SELENIUM_REMOTE_URL": selenium_grid, "GIF_WIDTH": str(scenario.GIF_WIDTH)})
+    try:
+        request_id = submit(client, api_key, {
+            "executionMode": "cloud_browser", "prompt": scenario.builtin_steps(pages),
+            "secretVariables": {"PASSWORD": scenario.SECRET}, "generateGif": True,
+            "cloudBrowserSessionName": "grid-sales-check",
+            "responseFormat": {"type": "jsonSchema", "jsonSchema": {"type": "integer", "minimum": 0}},
+        }).get_json()["requestId"]
+        body = wait_for_status(client, api_key, request_id, timeout=180)
+    finally:
+        worker.stop()
+        pages.close()
+    assert body["status"] == "success", body
+    assert body["response"]["structuredOutput"] == 42
+    urls = [entry["url"] for entry in body["response"]["actionTrace"][:-1]]
+    assert urls[4:] == [pages.url("/report")] * 4  # the new tab was followed on the Grid too
+    assert body["usage"]["actions"] == 8
+    assert any(path.startswith("/home?username=ada&password=") for path in pages.requests)
+    scenario.assert_secret_nowhere(request_id, body, worker.output(), selenium_grid.output())
+    scenario.assert_gif(client, api_key, other_key, request_id, body, actions=8)
+    # The session was the Grid's, under the task's name, and no local browser was started.
+    assert "grid-sales-check" in selenium_grid.output()
+    assert "browser session grid-sales-check started" in worker.output()
+    assert not scenario.ours()
+
+
+def PageServerForScenario():
+    from tests import test_cloud_browser as scenario
+    from tests.page_server import PageServer
+
+    return PageServer({"/login": scenario.LOGIN, "/home": scenario.HOME, "/report": scenario.REPORT})
