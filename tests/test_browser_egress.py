@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from selenium import webdriver
@@ -11,10 +12,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser_pages import Canary, RecordingServer, UdpCanary
-from tests.conftest import WorkerProcess, submit, wait_for_status
+from tests.conftest import WorkerProcess, submit, wait_for_status, wait_until
 from tests.grid import selenium_grid  # noqa: F401 (fixture)
 from workers.browser.base import NavigationRefused
-from workers.browser.egress import EgressProxy, check_typed_url, harden_chrome_options, reap_orphans
+from workers.browser.egress import EgressProxy, check_typed_url, harden_chrome_options, our_proxies, reap_orphans
 
 # What a page tries, each finished (succeeded or failed) before the page sets `window.settled`.
 SCRIPTS = """<html><body><script>
@@ -336,6 +337,7 @@ def test_cloud_browser_tasks_reach_nothing_but_the_allowed_server_and_say_what_w
         worker.stop()
 
     assert canary.connections == [] and page.udp.datagrams == 0
+    assert no_proxy_left()
     for name, body in bodies.items():
         assert body["status"] == "error", (name, body)
     trace = bodies["page"]["response"]["actionTrace"]
@@ -395,3 +397,29 @@ def PageServerForScenario():
     from tests.page_server import PageServer
 
     return PageServer({"/login": scenario.LOGIN, "/home": scenario.HOME, "/report": scenario.REPORT})
+
+
+def no_proxy_left():
+    wait_until(lambda: not our_proxies(os.environ), what="every egress proxy of the suite to end", timeout=15)
+    return True
+
+
+def test_the_egress_proxy_of_a_sigkilled_worker_is_reaped_when_a_worker_starts(client, api_key, servers):
+    page, _, _ = servers
+    doomed = WorkerProcess(queues="tasks", concurrency=1, name="egress-doomed")
+    submit(client, api_key, {"executionMode": "cloud_browser",
+                             "prompt": f"/Operator\ngo to {page.url('/ok')}\nwait 30"})
+    try:
+        wait_until(lambda: len(our_proxies(os.environ)) >= 2, what="the proxy and its acceptor", timeout=60)
+    finally:
+        doomed.kill()
+    orphans = our_proxies(os.environ)
+    assert orphans  # nothing stopped them: the worker died
+    rescuer = WorkerProcess(queues="webhooks", concurrency=1, name="egress-rescuer")  # takes no task
+    try:
+        assert no_proxy_left()
+        owners = {f"{owner}-" for owner in orphans.values()}
+        assert not any(d.name.startswith(tuple(owners))
+                       for d in (Path(os.environ["VAR_DIR"]) / "browser-egress").iterdir())
+    finally:
+        rescuer.stop()

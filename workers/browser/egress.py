@@ -187,38 +187,50 @@ def harden_chrome_options(options, proxy, download_dir):
     return options
 
 
-def reap_orphans(config):
-    """Kill egress proxies whose worker process is gone (a SIGKILLed worker cannot stop them). Returns their pids.
-
-    Only processes whose command line runs our plugin with a port file under our own VAR_DIR are touched.
-    """
+def our_proxies(config):
+    """{pid: worker pid} of every egress proxy process (main and acceptor) started under this VAR_DIR: their
+    command line runs our plugin with a port file under `<VAR_DIR>/browser-egress/<worker pid>-<token>/`."""
     root = str(_egress_root(config)) + os.sep
-    reaped = []
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            argv = [part.decode(errors="replace") for part in (entry / "cmdline").read_bytes().split(b"\0")]
         except OSError:
             continue
-        argv = [part.decode(errors="replace") for part in argv]
-        if PLUGIN not in argv or "--port-file" not in argv:
+        if PLUGIN not in argv or "--port-file" not in argv[:-1]:
             continue
-        port_file = argv[argv.index("--port-file") + 1] if argv.index("--port-file") + 1 < len(argv) else ""
-        if not port_file.startswith(root):
+        port_file = argv[argv.index("--port-file") + 1]
+        owner = port_file[len(root):].split(os.sep)[0].split("-")[0] if port_file.startswith(root) else ""
+        if owner.isdigit():
+            found[int(entry.name)] = int(owner)
+    return found
+
+
+def reap_orphans(config):
+    """Kill egress proxies whose worker process is gone (a SIGKILLed worker cannot stop them); remove their
+    directories. Returns their pids. Only `our_proxies` are touched."""
+    reaped = []
+    for pid, owner in our_proxies(config).items():
+        if _alive(owner):
             continue
-        owner = port_file[len(root):].split(os.sep)[0].split("-")[0]
-        if owner.isdigit() and _alive(int(owner)):
-            continue
-        pid = int(entry.name)
         try:
             pgid = os.getpgid(pid)
         except ProcessLookupError:
             continue
+        if pgid <= 1 or pgid == os.getpgrp():
+            continue
         _end_group(pgid, lambda: True, lambda grace: None)
-        shutil.rmtree(os.path.dirname(port_file), ignore_errors=True)
         reaped.append(pid)
         log.warning("reaped orphaned browser egress proxy %s (worker %s is gone)", pid, owner)
+    root = _egress_root(config)
+    if root.is_dir():
+        live_owners = set(our_proxies(config).values())
+        for directory in root.iterdir():
+            owner = directory.name.split("-")[0]
+            if owner.isdigit() and int(owner) not in live_owners and not _alive(int(owner)):
+                shutil.rmtree(directory, ignore_errors=True)
     return reaped
 
 
