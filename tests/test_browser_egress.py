@@ -410,16 +410,21 @@ def test_the_egress_proxy_of_a_sigkilled_worker_is_reaped_when_a_worker_starts(c
     submit(client, api_key, {"executionMode": "cloud_browser",
                              "prompt": f"/Operator\ngo to {page.url('/ok')}\nwait 30"})
     try:
-        wait_until(lambda: len(our_proxies(os.environ)) >= 2, what="the proxy and its acceptor", timeout=60)
-    finally:
-        doomed.kill()
-    orphans = our_proxies(os.environ)
-    assert orphans  # nothing stopped them: the worker died
-    rescuer = WorkerProcess(queues="webhooks", concurrency=1, name="egress-rescuer")  # takes no task
-    try:
-        assert no_proxy_left()
-        owners = {f"{owner}-" for owner in orphans.values()}
-        assert not any(d.name.startswith(tuple(owners))
-                       for d in (Path(os.environ["VAR_DIR"]) / "browser-egress").iterdir())
-    finally:
-        rescuer.stop()
+        try:
+            wait_until(lambda: len(our_proxies(os.environ)) >= 2, what="the proxy and its acceptor", timeout=60)
+        finally:
+            doomed.kill()
+        orphans = our_proxies(os.environ)
+        assert orphans  # nothing stopped them: the worker died
+        rescuer = WorkerProcess(queues="webhooks", concurrency=1, name="egress-rescuer")  # takes no task
+        try:
+            assert no_proxy_left()
+            owners = tuple(f"{owner}-" for owner in orphans.values())
+            assert not any(d.name.startswith(owners) for d in (Path(os.environ["VAR_DIR"]) / "browser-egress").iterdir())
+        finally:
+            rescuer.stop()
+    finally:  # whatever failed above, leave no process of the dead worker behind
+        from workers.browser.reaper import reap
+
+        reap(os.environ["VAR_DIR"])
+        reap_orphans(os.environ)

@@ -10,15 +10,13 @@ import time
 from proxy.http.exception import HttpRequestRejected
 from proxy.http.proxy import HttpProxyBasePlugin
 
-_POLICY = None
+from app.egress import Policy  # noqa: E402  (at start-up, not on the browser's first request)
+
+# Read once, when proxy.py loads the plugin (before it listens; its acceptor inherits it).
+_POLICY = Policy.from_config(json.loads(os.environ.get("RD_EGRESS_POLICY") or "{}"))
 
 
 def _policy():
-    global _POLICY
-    if _POLICY is None:
-        from app.egress import Policy
-
-        _POLICY = Policy.from_config(json.loads(os.environ.get("RD_EGRESS_POLICY") or "{}"))
     return _POLICY
 
 
