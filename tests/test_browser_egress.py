@@ -428,3 +428,29 @@ def test_the_egress_proxy_of_a_sigkilled_worker_is_reaped_when_a_worker_starts(c
 
         reap(os.environ["VAR_DIR"])
         reap_orphans(os.environ)
+
+
+def test_a_download_lands_in_the_tasks_own_directory(client, api_key, servers):
+    page, _, _ = servers
+    page.pages["/download"] = '<a href="/report.csv">Get the report</a> <a href="/../../escape.csv" download="../../escape.csv">Escape</a>'
+    page.pages["/report.csv"] = (200, {"Content-Type": "text/csv",
+                                       "Content-Disposition": 'attachment; filename="report.csv"'}, "a,b\n1,2\n")
+    page.pages["/escape.csv"] = (200, {"Content-Type": "text/csv",
+                                       "Content-Disposition": 'attachment; filename="../../escape.csv"'}, "x\n")
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="downloads")
+    try:
+        request_id = submit(client, api_key, {"executionMode": "cloud_browser", "prompt": "\n".join([
+            "/Operator", f"go to {page.url('/download')}", 'click "Get the report"', 'click "Escape"', "wait 3",
+            "answer done"])}).get_json()["requestId"]
+        body = wait_for_status(client, api_key, request_id, timeout=90)
+    finally:
+        worker.stop()
+    assert body["status"] == "success", body
+    downloads = Path(os.environ["VAR_DIR"]) / "downloads"
+    task_dir = downloads / "remote-dispatch" / request_id
+    assert (task_dir / "report.csv").read_text() == "a,b\n1,2\n"
+    # A file name with ../ stays inside the task's directory too (Chromium sanitises it).
+    found = sorted(p.relative_to(downloads).as_posix() for p in downloads.rglob("*.csv"))
+    assert all(path.startswith(f"remote-dispatch/{request_id}/") for path in found), found
+    assert len(found) == 2, found
+    assert not list(Path(os.environ["VAR_DIR"]).glob("escape*")) and not list(Path.home().glob("Downloads/escape*"))
