@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 from bench import common
 from bench.common import Row
 
-SECTION = "5 browser"
+SECTION = "6 browser"
 RUNS = common.scaled(5, 2)  # sequential runs for the per-task figures (median)
 BURST = common.scaled(20, 6)  # tasks / raw runs for throughput, two at a time
 RAW = "raw Selenium, same pages and actions"
