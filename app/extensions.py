@@ -47,6 +47,11 @@ def celery_init_app(app):
         broker_transport_options=_transport_options(app, broker_url),
         beat_schedule_filename=f"{app.config['VAR_DIR']}/celerybeat-schedule",
         worker_hijack_root_logger=False,
+        # A run that outlives its own wall-clock budget (an action stuck past every timeout) is
+        # interrupted: the soft limit raises inside it, so the runner still closes its browser.
+        task_annotations={"workers.run_task": {
+            "soft_time_limit": app.config["TASK_SOFT_TIME_LIMIT_SECONDS"],
+            "time_limit": app.config["TASK_SOFT_TIME_LIMIT_SECONDS"] + 60}},
     )
     if broker_url.startswith("filesystem://"):
         # Embedded: billiard's prefork pool cannot be stopped cleanly on kombu's filesystem

@@ -83,6 +83,9 @@ def load():
         # Agent budgets and usage accounting.
         "MAX_STEPS": _env("MAX_STEPS", 50, int),
         "TASK_TIMEOUT_SECONDS": _env("TASK_TIMEOUT_SECONDS", 900, int),
+        # Celery's soft time limit of a run (prefork pool): past the wall-clock limit plus slack.
+        "TASK_SOFT_TIME_LIMIT_SECONDS": _env("TASK_SOFT_TIME_LIMIT_SECONDS",
+                                             _env("TASK_TIMEOUT_SECONDS", 900, int) + 120, int),
         "CREDITS_PER_ACTION": _env("CREDITS_PER_ACTION", 1.0, float),
         "CREDITS_PER_1K_TOKENS": _env("CREDITS_PER_1K_TOKENS", 0.1, float),
         "NO_PROGRESS_REPEATS": _env("NO_PROGRESS_REPEATS", 3, int),

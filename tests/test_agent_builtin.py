@@ -16,7 +16,7 @@ from workers import sweeps
 pytestmark = pytest.mark.slow
 
 EXAMPLE = re.compile(
-    r"```\n(?P<prompt>.*?)\n```\n→ `(?P<status>[a-z-]+)`(?:: `(?P<output>[^`]*)`)?"
+    r"```\n(?P<prompt>.*?)\n```\n→ `(?P<status>[a-z-]+)`(?: in `(?P<mode>[a-z_]+)`)?(?:: `(?P<output>[^`]*)`)?"
     r"(?:; answering `(?P<answer>\{[^`]*\})` then gives `(?P<then>[a-z-]+)`: `(?P<final>[^`]*)`)?", re.S)
 
 
@@ -43,11 +43,12 @@ def test_the_readme_has_examples_of_every_outcome():
     examples = readme_examples()
     assert len(examples) >= 5
     assert {e["status"] for e in examples} == {"success", "error", "input-required"}
+    assert {e["mode"] for e in examples} == {None, "cloud_browser"}
 
 
 @pytest.mark.parametrize("example", readme_examples(), ids=lambda e: e["prompt"].splitlines()[-1][:30])
 def test_readme_example_runs_as_documented(client, api_key, worker, example):
-    request_id, body = run(client, api_key, {"prompt": example["prompt"]},
+    request_id, body = run(client, api_key, {"prompt": example["prompt"], "executionMode": example["mode"] or "cloud"},
                             statuses=("success", "error", "input-required"))
     assert body["status"] == example["status"], body
     if example["output"] is not None:

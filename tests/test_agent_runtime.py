@@ -114,6 +114,10 @@ def test_secrets_substitute_and_redact():
     ("li", "a\nb"),
     ("td", "1\n2"),
     ("h1, .note", "Title\nnested"),
+    ("ul li:nth-child(2)", "b"),
+    ("td + td", "2"),
+    ("div:not(.narrow) > section span", "nested"),
+    ("a[href$='.com']", "link"),
 ])
 def test_css_selectors(selector, expected):
     page = pages.Page("u", "<html><head><title>T</title><script>x()</script></head><body><h1>Title</h1>"
@@ -121,6 +125,13 @@ def test_css_selectors(selector, expected):
                            "</section></div><a href='https://e.com'>link</a><ul><li>a<li>b</ul>"
                            "<table><tr><td>1<td>2</table></body></html>")
     assert page.extract(selector) == expected
+
+
+def test_extract_reads_a_page_without_body_and_refuses_a_broken_selector():
+    page = pages.Page("u", "<title>Bare</title><p>no body tag</p><script>x()</script>")
+    assert page.extract("body") == "no body tag"
+    with pytest.raises(pages.PageError, match="Invalid CSS selector '\\[\\['"):
+        page.extract("[[")
 
 
 def test_data_urls_need_no_network():

@@ -141,6 +141,7 @@ def test_builtin_steps_sign_in_follow_a_new_tab_select_and_read_a_table(
     # The form was sent with the secret; the trace shows the page's URL with the placeholder.
     assert urls[3] == pages.url("/home") + "?username=ada&password=${PASSWORD}"
     assert urls[4:] == [pages.url("/report")] * 4  # the new tab was followed
+    assert {e["browserSession"] for e in trace[:-1]} == {"sales-check"}
     assert body["usage"]["actions"] == 8
     received = [r for r in pages.requests if r.startswith("/home?")]
     assert received == [f"/home?username=ada&password={quote_plus(SECRET)}"]
@@ -213,8 +214,28 @@ def test_a_failed_action_says_why_and_the_browser_is_closed(client, api_key, pag
     body = wait_for_status(client, api_key, request_id, timeout=60)
     assert body["status"] == "error"
     assert 'No element matching "Delete everything" on this page.' in body["response"]["text"]
-    assert body["response"]["actionTrace"][1]["url"] == pages.url("/login")
+    failed = body["response"]["actionTrace"][1]
+    assert failed["url"] == pages.url("/login") and failed["action"] == 'click "Delete everything"'
+    assert failed["failed"] is True and failed["error"] == 'No element matching "Delete everything" on this page.'
     assert "gifUrl" not in body  # no generateGif: nothing recorded
+    no_browser_left()
+
+
+def test_at_a_question_the_browser_closes_and_the_answer_resumes_on_the_same_page(
+        client, api_key, pages, browser_worker):
+    request_id = submit(client, api_key, {
+        **BROWSER, "prompt": f"/Operator\ngo to {pages.url('/report')}\nask Which region?\nextract h1"}
+    ).get_json()["requestId"]
+    body = wait_for_status(client, api_key, request_id, statuses=("input-required", "error"), timeout=60)
+    assert body["status"] == "input-required", body
+    no_browser_left()  # nothing is held while the question waits
+    input_id = body["hitlInputMetadata"]["inputId"]
+    assert client.post(f"/fast/v2/remote-dispatch/responses/{request_id}/input", headers={"x-api-key": api_key},
+                       json={"inputId": input_id, "answer": "South"}).status_code == 202
+    body = wait_for_status(client, api_key, request_id, timeout=60)
+    assert body["status"] == "success", body
+    assert body["response"]["text"] == "Sales"  # read in a fresh browser, reopened on the page of the pause
+    assert body["response"]["actionTrace"][-2]["url"] == pages.url("/report")
     no_browser_left()
 
 
@@ -244,6 +265,22 @@ def test_the_time_limit_closes_the_browser(client, api_key, pages):
     assert body["status"] == "error"
     assert "Time limit reached" in body["response"]["text"]
     no_browser_left()
+
+
+def test_celery_soft_time_limit_closes_the_browser(client, api_key, pages):
+    worker = WorkerProcess(queues="tasks", concurrency=1, env={"TASK_SOFT_TIME_LIMIT_SECONDS": "4"},
+                           name="browser-soft-limit")
+    try:
+        request_id = submit(client, api_key, {
+            **BROWSER, "prompt": f"/Operator\ngo to {pages.url('/slow')}\nwait for \"never shown\"\nanswer done"}
+        ).get_json()["requestId"]
+        body = wait_for_status(client, api_key, request_id, timeout=60)
+        no_browser_left()
+    finally:
+        worker.stop()
+    assert body["status"] == "error"
+    assert body["response"]["text"] == ("Time limit reached: the worker's time limit for one task (4 s) "
+                                        "interrupted it.")
 
 
 def test_worker_sigterm_closes_the_browser_and_hands_the_task_back(client, api_key, pages):

@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 
+from celery.exceptions import SoftTimeLimitExceeded
 from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -84,6 +85,9 @@ def execute_task(task_id):
         else:
             try:
                 outcome = loop.run()
+            except SoftTimeLimitExceeded:
+                outcome = Outcome("error", "Time limit reached: the worker's time limit for one task "
+                                  f"({current_app.config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
             except Exception:
                 log.exception("task %s failed", task_id)
                 outcome = Outcome("error", "The task failed because of an internal error.")

@@ -249,6 +249,10 @@ class TraceEntrySchema(ma.Schema):
     endTs = fields.String()
     durationMs = fields.Integer()
     result = fields.String(metadata={"description": "MCP tool calls: the tool's result, truncated"})
+    failed = fields.Boolean(metadata={"description": "The action did not do what it should; `error` says why"})
+    error = fields.String(metadata={"description": "Why the action failed"})
+    browserSession = fields.String(metadata={
+        "description": "Browser modes: the session that ran the action (cloudBrowserSessionName, or task-<requestId>)"})
     refused = fields.List(fields.String(), metadata={
         "description": "Browser steps: what the egress policy refused meanwhile (\"GET host:port: why\")"})
 

@@ -240,6 +240,13 @@ def _has_gif(task_id):
     return db.session.execute(select(TaskGif.task_id).where(TaskGif.task_id == task_id)).first() is not None
 
 
+def store_gif(task_id, data, frames=None):
+    """Keep a task's GIF recording (a run resumed after a question replaces it)."""
+    with db.engine.begin() as conn:  # its own transaction: a worker's session is not committed under it
+        conn.execute(delete(TaskGif).where(TaskGif.task_id == task_id))
+        conn.execute(insert(TaskGif).values(task_id=task_id, data=data, frames=frames or 0))
+
+
 def task_gif(api_key_id, task_id):
     """The GIF recording of the caller's task (bytes), or None when it has none; 404 for another key's task."""
     get_task(api_key_id, task_id)

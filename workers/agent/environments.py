@@ -59,6 +59,10 @@ class Environment:
     def url(self):
         return ""
 
+    def trace_fields(self):
+        """Extra fields of each action's trace entry."""
+        return {}
+
     def execute(self, action):
         if self.mcp and action.name in self.mcp.tools_by_name:
             return self._call_mcp(self.mcp.tools_by_name[action.name], action.args)
@@ -308,6 +312,9 @@ class BrowserEnvironment(Environment):
     def url(self):
         return self.browser.current_url() if getattr(self, "browser", None) else ""
 
+    def trace_fields(self):
+        return {"browserSession": self.browser.label}
+
     def execute(self, action):
         observation = super().execute(action)
         observation = self._with_refusals(observation)
@@ -332,7 +339,7 @@ class BrowserEnvironment(Environment):
     def record(self):
         try:
             self.recorder.add(self.browser.screenshot())
-        except Exception:  # a recording must never fail the task
+        except (BrowserError, OSError, ValueError):  # a recording must never fail the task
             log.warning("task %s: screenshot for the GIF failed", self.task.id, exc_info=True)
 
     def _view(self, prefix=""):

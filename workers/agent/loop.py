@@ -115,6 +115,9 @@ class AgentLoop:
             }
             if observation.trace_result is not None:
                 entry["result"] = self.secrets.redact(observation.trace_result)
+            if observation.failed:  # the entry says why (element not found, navigation refused, timeout)
+                entry.update(failed=True, error=observation.text[:500])
+            entry.update(self.environment.trace_fields())
             if observation.refused:
                 entry["refused"] = [self.secrets.redact(refusal) for refusal in observation.refused]
             self.state.trace.append(entry)

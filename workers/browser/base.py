@@ -30,7 +30,14 @@ class PageReading:
 
 class Browser:
     """A browser the web agent acts in. Targets are an element number (int or "12"), visible text, or a CSS
-    selector; drivers resolve them with page.js. Every method raises BrowserError with a reason on failure."""
+    selector; drivers resolve them with page.js. Every method raises BrowserError with a reason on failure.
+
+    Conventions every driver keeps (the web agent's environment relies on them):
+    - tabs are numbered from 1 in the order they opened; a tab the page opens becomes the current one;
+    - click/type/hover/upload return page.js's element info {"index", "tag", "label", ...}; select returns it
+      with "selected" (the option's text); scroll returns {"scrollY", "moved", "atEnd"};
+    - `type` never puts its text in an error message or a log (it may hold a secret);
+    - `should_stop` (a callable, set by the constructor) is read inside waits, so a cancel lands within an action."""
 
     label = ""  # cloudBrowserSessionName or the window id: for logs and the trace
 
@@ -39,8 +46,8 @@ class Browser:
     def current_url(self): raise NotImplementedError
     def title(self): raise NotImplementedError
     def back(self): raise NotImplementedError
-    def tabs(self): raise NotImplementedError  # [{"index", "url", "title", "active"}]
-    def switch_tab(self, index): raise NotImplementedError
+    def tabs(self): raise NotImplementedError  # [{"index" (from 1), "url", "title", "active"}]
+    def switch_tab(self, index): raise NotImplementedError  # from 1
     def close_tab(self, index=None): raise NotImplementedError
 
     # reading

@@ -1,10 +1,7 @@
 """Storing a run's GIF: with the task (table task_gifs) and as $DOWNLOAD_DIR/remote-dispatch/<requestId>.gif."""
 import os
 
-from sqlalchemy import delete, insert
-
-from app.extensions import db
-from app.models import TaskGif
+from app.dispatch.service import store_gif
 
 
 def gif_path(config, task_id):
@@ -16,10 +13,7 @@ def save_gif(task_id, recorder, config):
     data = recorder.gif()
     if data is None:
         return None
-    # Its own transaction: the runner's session is not committed under it.
-    with db.engine.begin() as conn:
-        conn.execute(delete(TaskGif).where(TaskGif.task_id == task_id))
-        conn.execute(insert(TaskGif).values(task_id=task_id, data=data, frames=len(recorder.frames)))
+    store_gif(task_id, data, len(recorder.frames))
     path = gif_path(config, task_id)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     temporary = path + ".part"

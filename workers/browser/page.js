@@ -23,7 +23,8 @@
  *                                    element as `[N]<tag attr="..">label</tag>`; elements numbered since the
  *                                    previous reading of this page are prefixed `*` and have `new: true`
  *                                    (nothing is new at the first reading). Password values are never shown.
- *   locate(target)                -> {ok, index, tag, label, inTop} (stamps a number if the element had none)
+ *   locate(target)                -> {ok, index, tag, label, inTop, href?, opensTab?} (stamps a number if the
+ *                                    element had none; opensTab: a link or form with a target other than _self)
  *   element(target)               -> the DOM element or null (Selenium turns it into a WebElement)
  *   click(target)                 -> {ok, index, tag, label, href?}: scrolls into view, pointer/mouse events, click()
  *   focus(target)                 -> {ok, ...}: scroll into view and focus (drivers then send real keys)
@@ -47,7 +48,7 @@
   var ROLES = {button: 1, link: 1, checkbox: 1, radio: 1, tab: 1, menuitem: 1, menuitemcheckbox: 1,
     menuitemradio: 1, option: 1, "switch": 1, combobox: 1, textbox: 1, searchbox: 1, slider: 1,
     spinbutton: 1, listbox: 1, treeitem: 1};
-  var ATTRS = ["type", "name", "placeholder", "href", "role", "aria-label", "title", "alt", "aria-expanded"];
+  var ATTRS = ["id", "type", "name", "placeholder", "href", "role", "aria-label", "title", "alt", "aria-expanded"];
   var BLOCK = /^(block|flex|grid|list-item|table|table-row|table-caption|flow-root)$/;
 
   function top() { return document.documentElement; }
@@ -308,6 +309,8 @@
     var r = {ok: true, index: st.index, tag: el.tagName.toLowerCase(), label: label(el),
       inTop: el.ownerDocument === document && el.getRootNode() === document};
     if (el.tagName === "A" && el.href) r.href = el.href;
+    var link = el.closest && el.closest("a[target], form[target]");
+    if (link && !/^(_self|_top|_parent|)$/i.test(link.getAttribute("target"))) r.opensTab = true;
     return r;
   }
 

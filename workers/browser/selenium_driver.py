@@ -30,6 +30,10 @@ for _name in ("selenium", "urllib3.connectionpool"):
 
 PAGE_JS = (Path(__file__).with_name("page.js")).read_text()
 _CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(null, arguments[1]);"
+# One round trip for "where is it" and, when it lives in the top document, the element itself.
+_LOCATE = PAGE_JS + """
+var rd = window.__remoteDispatch, info = rd.locate(arguments[0]);
+return [info, info.ok && info.inTop ? rd.element(String(info.index)) : null];"""
 MARKER = "remote-dispatch-browser.json"  # in each profile directory: proves the processes using it are ours
 FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -155,8 +159,10 @@ class SeleniumBrowser(Browser):
             log.warning("browser %s: the time zone could not be set on tab %s", self.label, handle)
 
     # --- plumbing ------------------------------------------------------------------------------------
-    def _call(self, method, *args):
+    def _call(self, method, *args, script=None):
         try:
+            if script is not None:
+                return self.driver.execute_script(script, *args)
             return self.driver.execute_script(_CALL, method, list(args))
         except JavascriptException as exc:
             raise BrowserError(f"The page script failed: {_reason(exc)}") from None
@@ -198,10 +204,16 @@ class SeleniumBrowser(Browser):
         except WebDriverException:
             pass
 
-    def _settle(self, before_url=None):
-        """After an action: follow new tabs, then give a navigation it started time to finish loading."""
-        time.sleep(0.05)
-        self._follow_tabs()
+    def _settle(self, opens_tab=False):
+        """After an action: follow a new tab, then give a navigation it started time to finish loading
+        (chromedriver already waits for navigations its own clicks start)."""
+        deadline = time.monotonic() + (3 if opens_tab else 0)
+        known = len(self._known_handles)
+        while True:
+            self._follow_tabs()
+            if len(self._known_handles) > known or time.monotonic() >= deadline or self.should_stop():
+                break
+            time.sleep(0.05)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not self.should_stop():
             try:
@@ -213,10 +225,8 @@ class SeleniumBrowser(Browser):
 
     def _native(self, target):
         """(WebElement, info) for an element of the top document, or (None, info) for one in a frame/shadow root."""
-        info = self._result(self._call("locate", target))
-        if not info.get("inTop"):
-            return None, info
-        element = self._call("element", str(info["index"]))
+        info, element = self._call(None, target, script=_LOCATE)
+        self._result(info)
         return (element if isinstance(element, WebElement) else None), info
 
     # --- navigation and tabs ---------------------------------------------------------------------------
@@ -280,6 +290,7 @@ class SeleniumBrowser(Browser):
 
     # --- reading ---------------------------------------------------------------------------------------
     def read(self):
+        self._follow_tabs()  # a tab a script opened since the last action
         result = self._call("read", {})
         return PageReading(url=result["url"], title=result["title"], text=result["text"],
                            elements=result["elements"])
@@ -302,8 +313,7 @@ class SeleniumBrowser(Browser):
         done = False
         if element is not None:
             try:
-                self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-                element.click()  # a real click: user activation, so target=_blank opens its tab
+                element.click()  # a real click (scrolled into view): user activation, so target=_blank opens its tab
                 done = True
             except (ElementClickInterceptedException, ElementNotInteractableException,
                     StaleElementReferenceException):
@@ -312,7 +322,7 @@ class SeleniumBrowser(Browser):
                 raise BrowserError(f"Timed out loading the page after clicking [{info['index']}].") from None
         if not done:
             self._result(self._call("click", str(info["index"])))
-        self._settle()
+        self._settle(opens_tab=bool(info.get("opensTab")))
         return info
 
     def type(self, target, text):

@@ -1,0 +1,165 @@
+"""The Selenium driver and page.js on a real headless Chromium: what the agent reads and what its actions do."""
+import os
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.page_server import PageServer
+from workers.browser.base import BrowserError, BrowserUnavailable
+from workers.browser.reaper import our_browser_processes
+from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+
+pytestmark = pytest.mark.slow
+
+MAIN = """<html><head><title>Main</title></head><body>
+<h1>Shop</h1>
+<label for="q">Search</label><input id="q" name="q" placeholder="Find products">
+<label for="pw">Password</label><input id="pw" type="password">
+<button id="go" onclick="document.getElementById('out').textContent = 'searched ' + q.value">Go</button>
+<div style="display:none"><button>Hidden button</button></div>
+<span id="fancy" style="cursor:pointer">Fancy toggle</span>
+<a href="/second" target="_blank">Open second</a>
+<div id="keys" tabindex="0">keys</div>
+<div id="hoverme" onmouseover="this.textContent = 'hovered'">hover me</div>
+<input type="file" id="file" onchange="out.textContent = 'file ' + this.files[0].name">
+<p id="out"></p>
+<iframe id="frame" src="/frame"></iframe>
+<div id="host"></div>
+<div style="height: 3000px"></div><p>Bottom</p>
+<script>
+document.getElementById("host").attachShadow({mode: "open"}).innerHTML = "<button>Shadow button</button>";
+document.getElementById("fancy").addEventListener("click", () => { out.textContent = "toggled"; });
+document.getElementById("keys").addEventListener("keydown", (e) => {
+  out.textContent = "key " + e.key + (e.ctrlKey ? " with ctrl" : ""); });
+</script></body></html>"""
+FRAME = """<html><body><button onclick="document.body.append(' frame clicked')">Frame button</button></body></html>"""
+DOWNLOAD = """<html><body><a href="/second" download="notes.html">Get the notes</a></body></html>"""
+SECOND = """<html><head><title>Second</title></head><body><h1>Second tab</h1></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def pages():
+    server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD})
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def browser(pages):
+    browser = SeleniumBrowser(label="driver-test", profile_root=browsers_dir(os.environ["VAR_DIR"]),
+                              time_zone="Asia/Tokyo", window_size=(1000, 700))
+    browser.open(pages.url("/main"))
+    yield browser
+    browser.close()
+
+
+def test_the_page_view_numbers_visible_interactive_elements_everywhere(browser):
+    reading = browser.read()
+    assert reading.title == "Main" and "Shop" in reading.text
+    labels = {e["label"]: e for e in reading.elements}
+    assert {"Search", "Password", "Go", "Fancy toggle", "Open second", "Frame button", "Shadow button"} <= set(labels)
+    assert "Hidden button" not in labels and "Hidden button" not in reading.text
+    assert labels["Frame button"]["frame"] == "/frame"
+    assert f'[{labels["Go"]["index"]}]<button id="go">Go</button>' in reading.text
+    assert not any(e["new"] for e in reading.elements)  # the first reading marks nothing new
+
+    browser.run_js("document.body.insertAdjacentHTML('afterbegin', '<button>Late button</button>')")
+    again = browser.read()
+    numbers = {e["label"]: e["index"] for e in again.elements}
+    assert all(numbers[label] == labels[label]["index"] for label in labels)  # stable within the page
+    late = next(e for e in again.elements if e["label"] == "Late button")
+    assert late["new"] and f"*[{late['index']}]<button>Late button</button>" in again.text
+    assert [e["label"] for e in again.elements if e["new"]] == ["Late button"]
+
+
+def test_typed_text_shows_in_fields_but_never_a_password(browser):
+    browser.type("Search", "kettle")
+    browser.type("Password", "hunter2-secret")
+    browser.type("Search", "blender")  # clears first
+    text = browser.read().text
+    assert 'value="blender"' in text and "hunter2-secret" not in text
+    browser.click("#go")
+    assert browser.extract("#out") == ["searched blender"]
+
+
+def test_click_by_number_text_selector_in_frames_and_shadow_roots(browser):
+    numbers = {e["label"]: e["index"] for e in browser.read().elements}
+    browser.click(str(numbers["Fancy toggle"]))  # a click handler found by its pointer cursor
+    assert browser.extract("#out") == ["toggled"]
+    browser.click("Frame button")
+    assert "frame clicked" in browser.extract("body")[1]  # the frame's own body, reached from the top
+    browser.click("Shadow button")
+    assert browser.extract("button")[-1] == "Shadow button"  # querySelectorAll reaches the shadow root
+    with pytest.raises(BrowserError, match=r'No element matching "Checkout" on this page\.'):
+        browser.click("Checkout")
+    with pytest.raises(BrowserError, match=r"No element \[999\] on this page"):
+        browser.click("999")
+
+
+def test_keys_hover_scroll_wait_and_upload(browser, tmp_path):
+    browser.click("#keys")
+    browser.press("Control+a")
+    assert browser.extract("#out") == ["key a with ctrl"]
+    browser.press("Enter")
+    assert browser.extract("#out") == ["key Enter"]
+    browser.hover("hover me")
+    assert browser.extract("#hoverme") == ["hovered"]
+    down = browser.scroll("down")
+    assert down["moved"] > 0 and browser.run_js("return window.scrollY") > 0
+    assert browser.scroll("up")["scrollY"] < down["scrollY"]
+    browser.run_js("setTimeout(() => document.body.append('Arrived late'), 300)")
+    browser.wait_for(text="arrived LATE", timeout=5)
+    with pytest.raises(BrowserError, match=r"Timed out after 0.5 s waiting for the text 'never'"):
+        browser.wait_for(text="never", timeout=0.5)
+    upload = tmp_path / "report.csv"
+    upload.write_text("a,b\n")
+    browser.upload("#file", str(upload))
+    assert browser.extract("#out") == ["file report.csv"]
+    with pytest.raises(BrowserError, match="is not a file input"):
+        browser.upload("Go", str(upload))
+
+
+def test_new_tabs_are_followed_and_the_time_zone_is_the_tasks(browser, pages):
+    assert browser.run_js("return Intl.DateTimeFormat().resolvedOptions().timeZone") == "Asia/Tokyo"
+    browser.click("Open second")
+    assert browser.current_url() == pages.url("/second") and browser.title() == "Second"
+    assert [t["url"] for t in browser.tabs()] == [pages.url("/main"), pages.url("/second")]
+    browser.switch_tab(1)
+    assert browser.title() == "Main"
+    with pytest.raises(BrowserError, match="No tab 3: there are 2 tabs"):
+        browser.switch_tab(3)
+    browser.open(pages.url("/second"))
+    browser.back()
+    assert browser.title() == "Main"
+
+
+def test_close_ends_every_process_and_removes_the_profile(pages):
+    var_dir = os.environ["VAR_DIR"]
+    browser = SeleniumBrowser(profile_root=browsers_dir(var_dir))
+    browser.open(pages.url("/second"))
+    processes = our_browser_processes(var_dir)
+    assert len(processes) >= 2  # chromedriver and chromium, both found by their marked profile
+    assert browser.profile in set(processes.values())
+    browser.close()
+    browser.close()  # idempotent
+    assert not our_browser_processes(var_dir) and not os.path.exists(browser.profile)
+
+
+def test_downloads_land_in_the_sessions_directory(pages, tmp_path):
+    folder = tmp_path / "task-downloads"
+    browser = SeleniumBrowser(profile_root=browsers_dir(os.environ["VAR_DIR"]), download_dir=str(folder))
+    try:
+        browser.open(pages.url("/download"))
+        browser.click("Get the notes")
+        done = lambda: [name for name in os.listdir(folder) if not name.endswith(".crdownload")]  # noqa: E731
+        wait_until(done, what="the download", timeout=15)
+    finally:
+        browser.close()
+    assert os.listdir(folder) == ["notes.html"]
+    assert "Second tab" in (folder / "notes.html").read_text()
+
+
+def test_no_chromium_says_what_to_install(tmp_path):
+    with pytest.raises(BrowserUnavailable, match=r"CHROMIUM_PATH=/nonexistent/chromium\) not found.*"
+                                                 r"apt-get install chromium chromium-driver"):
+        SeleniumBrowser(chromium_path="/nonexistent/chromium", profile_root=str(tmp_path))
