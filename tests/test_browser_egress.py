@@ -351,7 +351,8 @@ def test_cloud_browser_tasks_reach_nothing_but_the_allowed_server_and_say_what_w
     assert f"CONNECT 127.0.0.1:{canary.port}" in refused(scripts) + refused(trace[2])  # the WebSocket
     assert f"GET 127.0.0.3:{canary.port}" in refused(scripts) + refused(trace[2])  # fetch, image
     assert f"127.0.0.1:{canary.port}" in refused(navigate) + refused(trace[2])  # the script's navigation
-    assert "Refused by the egress policy" in bodies["page"]["response"]["text"]
+    assert "Navigation refused by the egress policy" in bodies["page"]["response"]["text"]
+    assert bodies["page"]["response"]["actionTrace"][3]["failed"] is True
     assert f"GET 127.0.0.3:{canary.port}" in refused(bodies["typed"]["response"]["actionTrace"][0])
     assert f"127.0.0.3:{canary.port}" in refused(bodies["redirect"]["response"]["actionTrace"][0])
     assert f"localhost:{canary.port}" in refused(bodies["localhost"]["response"]["actionTrace"][0])
@@ -454,3 +455,15 @@ def test_a_download_lands_in_the_tasks_own_directory(client, api_key, servers):
     assert all(path.startswith(f"remote-dispatch/{request_id}/") for path in found), found
     assert len(found) == 2, found
     assert not list(Path(os.environ["VAR_DIR"]).glob("escape*")) and not list(Path.home().glob("Downloads/escape*"))
+
+
+def test_names_that_do_not_resolve_are_refused_but_not_reported_as_policy_refusals(tmp_path):
+    import requests
+
+    with EgressProxy({"VAR_DIR": str(tmp_path)}) as proxy:
+        proxies = {"http": f"http://{proxy.address}"}
+        assert requests.get("http://no-such-host.invalid/", proxies=proxies, timeout=10).status_code == 403
+        assert requests.get("http://10.1.2.3:8080/", proxies=proxies, timeout=10).status_code == 403
+        assert [(r["host"], r["kind"]) for r in proxy.refusals()] == [("no-such-host.invalid", "unresolved"),
+                                                                       ("10.1.2.3", "policy")]
+        assert [r["host"] for r in proxy.new_refusals()] == ["10.1.2.3"]

@@ -323,18 +323,19 @@ class BrowserEnvironment(Environment):
         return observation
 
     def _with_refusals(self, observation):
-        """What the egress proxy refused during the step goes into its trace entry and its observation."""
+        """What the egress proxy refused during the step goes into its trace entry; a navigation it refused
+        (the page is the proxy's error) fails the step and says why."""
         egress = getattr(self, "egress", None)
         refusals = egress.new_refusals() if egress is not None else []
         if not refusals:
             return observation
         refused = tuple(f"{r['method']} {_host_port(r['host'], r['port'])}: {r['reason']}" for r in refusals[:20])
-        more = f" (and {len(refusals) - 20} more)" if len(refusals) > 20 else ""
-        text = f"{observation.text}\nRefused by the egress policy: " + "; ".join(refused) + more
-        # A refused navigation leaves an error page: the step did not do what it should.
-        failed = observation.failed or any(_host_port(r["host"], r["port"]) in (observation.url or "")
-                                           for r in refusals)
-        return replace(observation, text=text[:MAX_OBSERVATION_CHARS], refused=refused, failed=failed)
+        here = [r for r in refusals if f"//{_host_port(r['host'], r['port'])}" in (observation.url or "")
+                or f"//{r['host']}/" in (observation.url or "")]
+        if not here or observation.failed:
+            return replace(observation, refused=refused)
+        why = f"Navigation refused by the egress policy: {here[0]['reason']}"
+        return replace(observation, text=why, refused=refused, failed=True)
 
     def record(self):
         try:

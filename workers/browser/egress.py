@@ -116,7 +116,7 @@ class EgressProxy:
                 "--proxy-bypass-list=<-loopback>"] + HARDENING_ARGUMENTS
 
     def refusals(self):
-        """Every refusal so far: [{"method", "host", "port", "reason", "time"}]."""
+        """Every refusal so far: [{"method", "host", "port", "reason", "kind": "policy"|"unresolved", "time"}]."""
         try:
             lines = self.refusal_log.read_text().splitlines()
         except FileNotFoundError:
@@ -124,10 +124,11 @@ class EgressProxy:
         return [json.loads(line) for line in lines if line.strip()]
 
     def new_refusals(self):
-        """The refusals since the last call (for the trace entry of the action that caused them)."""
+        """The policy refusals since the last call (for the trace entry of the action that caused them); names
+        that did not resolve are left out (see proxy_plugin._unresolvable)."""
         found = self.refusals()
         fresh, self._seen = found[self._seen:], len(found)
-        return fresh
+        return [r for r in fresh if r.get("kind", "policy") == "policy"]
 
     def stop(self):
         """End the proxy's process group (main process and its acceptor) and remove its directory. Idempotent."""

@@ -5,6 +5,7 @@ with the policy's settings in RD_EGRESS_POLICY (JSON) and the refusal log's path
 """
 import json
 import os
+import socket
 import time
 
 from proxy.http.exception import HttpRequestRejected
@@ -31,6 +32,16 @@ def _record(entry):
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+def _unresolvable(host):
+    """A name that does not resolve was refused too (nothing to connect to) but is no policy decision: the
+    browser's own calls home do that where there is no DNS, and the trace need not show them."""
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return True
+    return False
 
 
 def _text(value):
@@ -84,8 +95,9 @@ class EgressPlugin(HttpProxyBasePlugin):
         return host, int(port)
 
     def _refuse(self, request, host, port, reason):
-        kind = "CONNECT" if request.is_https_tunnel else _text(request.method)
-        _record({"time": time.time(), "method": kind, "host": host, "port": port, "reason": reason})
+        method = "CONNECT" if request.is_https_tunnel else _text(request.method)
+        _record({"time": time.time(), "method": method, "host": host, "port": port, "reason": reason,
+                 "kind": "unresolved" if _unresolvable(host) else "policy"})
         body = f"Refused by Remote Dispatch's egress policy: {reason}\n".encode()
         raise HttpRequestRejected(403, b"Forbidden", headers={b"Content-Type": b"text/plain; charset=utf-8"},
                                   body=body)
