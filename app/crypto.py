@@ -24,6 +24,15 @@ def unseal(token):
     return json.loads(_fernet().decrypt(token.encode()))
 
 
+def seal_text(text):
+    """Encrypt a string so that unseal_text gives back exactly the same characters."""
+    return _fernet().encrypt(text.encode()).decode()
+
+
+def unseal_text(token):
+    return _fernet().decrypt(token.encode()).decode()
+
+
 def hash_key(raw_key):
     """API keys are 256-bit random tokens, so one SHA-256 is enough (no dictionary to defend)."""
     return hashlib.sha256(raw_key.encode()).hexdigest()

@@ -1,4 +1,4 @@
-"""The one outbound HTTP path: a URL is parsed once, checked, resolved once, and connected to on the checked address."""
+"""The one outbound HTTP path: a URL parsed once, checked, resolved once, pinned to the checked address."""
 import ipaddress
 import re
 import socket
@@ -14,6 +14,7 @@ from .netguard import METADATA_HOSTS, UnsafeUrl
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_URL_CHARS = 8192
+MAX_REDIRECTS = 10
 # scheme://authority path ?query #fragment — the authority ends at the first / ? or #, as in every
 # HTTP client; backslashes are refused before this runs, so WHATWG's "\ is /" cannot disagree with it.
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?", re.S)
@@ -61,8 +62,7 @@ class Policy:
         address; the returned Target is what to connect to. Raises EgressRefused."""
         scheme, host, port, path = _parse_url(url, schemes)
         addresses = self._check(host, port)
-        url = f"{scheme}://{_bracketed(host)}" + ("" if port == DEFAULT_PORTS[scheme] else f":{port}") + path
-        return Target(url, scheme, host, port, tuple(addresses), path)
+        return Target(_compose(scheme, host, port, path), scheme, host, port, tuple(addresses), path)
 
     def check_host(self, host, port):
         """For proxies (CONNECT host:port): the checked addresses to connect to. Raises EgressRefused."""
@@ -89,6 +89,16 @@ class Policy:
             if address not in self.public_addresses and not _is_public(ipaddress.ip_address(address)):
                 raise EgressRefused(f"host {host!r} resolves to a non-public address ({address})")
         return addresses
+
+
+def normalise(url, schemes=("http", "https")):
+    """The normalised URL, or EgressRefused for a form parsers could disagree on; no DNS lookup
+    (the syntax check at submit time, when private URLs are allowed)."""
+    return _compose(*_parse_url(url, schemes))
+
+
+def _compose(scheme, host, port, path):
+    return f"{scheme}://{_bracketed(host)}" + ("" if port == DEFAULT_PORTS[scheme] else f":{port}") + path
 
 
 def fetch(policy, method, url, *, timeout, max_bytes=None, headers=None, data=None,
@@ -217,7 +227,8 @@ def _resolve(host, port):
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError) as exc:
-        raise EgressRefused(f"cannot resolve host {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        reason = getattr(exc, "strerror", None) or exc
+        raise EgressRefused(f"cannot resolve host {host!r}: {reason}") from None
     addresses = list(dict.fromkeys(str(ipaddress.ip_address(info[4][0].split("%")[0])) for info in infos))
     if not addresses:
         raise EgressRefused(f"cannot resolve host {host!r}")
@@ -245,6 +256,7 @@ class _EgressSession(requests.Session):
     def __init__(self, policy, schemes):
         super().__init__()
         self.trust_env = False  # HTTP(S)_PROXY from the environment would bypass the pinning
+        self.max_redirects = MAX_REDIRECTS
         self.schemes = schemes
         adapter = _PinnedAdapter(policy, schemes)
         for scheme in ("http://", "https://"):
@@ -286,8 +298,8 @@ class _PinnedAdapter(HTTPAdapter):
                                                    f"{exc.__cause__ or exc}", request=request)
                 continue  # another address of the host may answer
             except urllib3.exceptions.ConnectTimeoutError:
-                failure = requests.ConnectTimeout(f"timed out connecting to {_bracketed(address)}:{target.port}",
-                                                  request=request)
+                failure = requests.ConnectTimeout(
+                    f"timed out connecting to {_bracketed(address)}:{target.port}", request=request)
                 continue
             except urllib3.exceptions.ReadTimeoutError as exc:
                 raise requests.ReadTimeout(exc, request=request) from None
@@ -322,3 +334,47 @@ class _PinnedAdapter(HTTPAdapter):
             pool.close()
         self.pools.clear()
         super().close()
+
+
+def async_transport(policy, **kwargs):
+    """An httpx2 AsyncHTTPTransport (for clients such as MCP's) whose every TCP connection goes
+    to addresses `policy.check_host` returned for the host the request names; TLS still verifies
+    that name. No environment proxies."""
+    import httpx2
+
+    transport = httpx2.AsyncHTTPTransport(trust_env=False, **kwargs)
+    # httpx2 offers no public hook for its connection pool's network backend; fail loudly if that changes.
+    if not hasattr(transport._pool, "_network_backend"):
+        raise RuntimeError("httpx2's connection pool changed: cannot pin its connections")
+    transport._pool._network_backend = _checked_backend(policy)
+    return transport
+
+
+def _checked_backend(policy):
+    import anyio
+    import httpcore2
+
+    class CheckedBackend(httpcore2.AsyncNetworkBackend):
+        def __init__(self):
+            self.inner = httpcore2.AnyIOBackend()
+
+        async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            # check_host resolves (blocking): not on the event loop
+            addresses = await anyio.to_thread.run_sync(policy.check_host, host, port)
+            failure = None
+            for address in addresses:
+                try:
+                    return await self.inner.connect_tcp(address, port, timeout=timeout,
+                                                        local_address=local_address,
+                                                        socket_options=socket_options)
+                except httpcore2.ConnectError as exc:
+                    failure = exc  # another address of the host may answer
+            raise failure
+
+        async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+            raise EgressRefused("unix sockets are not an outbound destination")
+
+        async def sleep(self, seconds):
+            await self.inner.sleep(seconds)
+
+    return CheckedBackend()

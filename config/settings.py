@@ -112,7 +112,7 @@ def load():
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         # Hosts ("host" or "host:port", comma-separated) reachable even though they are private.
         "EGRESS_ALLOW_HOSTS": _env("EGRESS_ALLOW_HOSTS", (), _comma_list),
-        # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public, so a loopback server stands in for a public host.
+        # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public: a loopback server stands in for a public host.
         "EGRESS_TREAT_AS_PUBLIC": _env("EGRESS_TREAT_AS_PUBLIC", (), _comma_list),
         # Where a browser session's egress proxy listens (an address Grid nodes reach, when they are elsewhere).
         "BROWSER_PROXY_HOST": _env("BROWSER_PROXY_HOST", "127.0.0.1"),

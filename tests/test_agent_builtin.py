@@ -8,6 +8,7 @@ from sqlalchemy import update
 
 from app.extensions import db
 from app.models import StoredFile, Task, WebhookDelivery, now_plus
+from app.webhooks import outbox
 from tests.agent_support import run, stored_task
 from tests.conftest import ROOT, wait_for_status
 from tests.page_server import PageServer
@@ -162,7 +163,7 @@ def test_question_resumes_the_same_task_with_trace_and_usage_carried_on(client, 
     assert body["status"] == "input-required", body
     delivery = db.session.query(WebhookDelivery).filter_by(task_id=request_id).one()
     assert delivery.event_status == "input-required"
-    assert json.loads(delivery.payload)["response"] == {"text": "Which colour?"}
+    assert json.loads(outbox.body(delivery).decode())["response"] == {"text": "Which colour?"}
     assert body["usage"]["actions"] == 1
     assert body["response"]["actionTrace"][-1]["action"] == "input-required: Which colour?"
     task = stored_task(request_id)

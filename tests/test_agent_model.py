@@ -7,6 +7,7 @@ import pytest
 
 from app.extensions import db
 from app.models import WebhookDelivery
+from app.webhooks import outbox
 from tests.agent_support import CLOUD, run, stored_task
 from tests.conftest import WorkerProcess, poll, submit, wait_for_status
 from tests.llm_server import ScriptedModel, failure, text, tool_call
@@ -122,7 +123,7 @@ def test_secrets_never_reach_the_model(client, api_key, model, pages, model_work
     assert secret not in json.dumps(task.messages) and "${API_TOKEN}" in json.dumps(task.messages)
     assert task.secrets_sealed is None  # purged when the task ended
     delivery = db.session.query(WebhookDelivery).filter_by(task_id=request_id).one()
-    assert secret not in delivery.payload and "${API_TOKEN}" in delivery.payload
+    assert secret not in outbox.body(delivery).decode() and "${API_TOKEN}" in outbox.body(delivery).decode()
     assert secret not in Path(model_worker.log.name).read_text()
 
 

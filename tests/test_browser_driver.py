@@ -80,6 +80,14 @@ def test_typed_text_shows_in_fields_but_never_a_password(browser):
     assert 'value="blender"' in text and "hunter2-secret" not in text
     browser.click("#go")
     assert browser.extract("#out") == ["searched blender"]
+    # Nothing the browser keeps on disk while it runs holds the typed secret (logs, autofill, history).
+    for folder, _, files in os.walk(browser.profile):
+        for name in files:
+            try:
+                data = open(os.path.join(folder, name), "rb").read()
+            except OSError:  # a lock or socket
+                continue
+            assert b"hunter2-secret" not in data, os.path.join(folder, name)
 
 
 def test_click_by_number_text_selector_in_frames_and_shadow_roots(browser):
@@ -163,3 +171,39 @@ def test_no_chromium_says_what_to_install(tmp_path):
     with pytest.raises(BrowserUnavailable, match=r"CHROMIUM_PATH=/nonexistent/chromium\) not found.*"
                                                  r"apt-get install chromium chromium-driver"):
         SeleniumBrowser(chromium_path="/nonexistent/chromium", profile_root=str(tmp_path))
+
+
+def test_a_remote_webdriver_endpoint_runs_the_session_with_the_tasks_time_zone(pages):
+    """SELENIUM_REMOTE_URL's path (webdriver.Remote, se:name, the time zone through CDP), against chromedriver
+    serving as the remote end on loopback; a Selenium Grid speaks the same protocol."""
+    import signal
+    import subprocess
+
+    from tests.processes import free_port
+
+    port = free_port()
+    server = subprocess.Popen(["/usr/bin/chromedriver", f"--port={port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: _answers(port), what="chromedriver to listen", timeout=15)
+        browser = SeleniumBrowser(remote_url=f"http://127.0.0.1:{port}", label="remote-check",
+                                  time_zone="Europe/Oslo")
+        try:
+            browser.open(pages.url("/second"))
+            assert browser.extract("h1") == ["Second tab"]
+            assert browser.run_js("return Intl.DateTimeFormat().resolvedOptions().timeZone") == "Europe/Oslo"
+            assert browser.driver.capabilities["browserName"] in ("chrome", "chromium")
+        finally:
+            browser.close()
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(10)
+
+
+def _answers(port):
+    import requests
+
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/status", timeout=1).ok
+    except requests.RequestException:
+        return False

@@ -8,6 +8,7 @@ from sqlalchemy import select
 from app import lifecycle
 from app.extensions import db
 from app.models import Task, WebhookDelivery
+from app.webhooks import outbox
 from tests.conftest import poll, submit, wait_for_status
 
 CLOUD = {"executionMode": "cloud"}
@@ -40,7 +41,7 @@ def test_a_queued_task_ends_at_once_as_error_cancelled(client, api_key, unpublis
     assert poll(client, api_key, request_id).get_json() == body
     (delivery,) = db.session.execute(select(WebhookDelivery)).scalars()
     assert delivery.event_status == "error"
-    payload = json.loads(delivery.payload)
+    payload = json.loads(outbox.body(delivery).decode())
     assert payload["requestId"] == request_id and payload["status"] == "error"
     assert payload["response"] == {"text": "cancelled"} and payload["secret"] == "s3cret"
 
@@ -106,5 +107,5 @@ def test_a_running_task_stops_before_its_next_action(client, api_key, worker):
     task = db.session.get(Task, request_id)
     assert task.error == "cancelled" and task.lease_owner is None
     (delivery,) = db.session.execute(select(WebhookDelivery)).scalars()
-    assert json.loads(delivery.payload)["status"] == "error"
-    assert json.loads(delivery.payload)["response"]["text"] == "cancelled"
+    assert json.loads(outbox.body(delivery).decode())["status"] == "error"
+    assert json.loads(outbox.body(delivery).decode())["response"]["text"] == "cancelled"

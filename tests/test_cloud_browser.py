@@ -88,6 +88,8 @@ def builtin_steps(pages):
         'type "${PASSWORD}" into "Password"',
         'click "Sign in"',
         'click "Open the sales report"',
+        "switch to tab 1",
+        "switch to tab 2",
         'select "South" in "Region"',
         'wait for "South total"',
         "extract #total",
@@ -134,19 +136,22 @@ def test_builtin_steps_sign_in_follow_a_new_tab_select_and_read_a_table(
     trace = body["response"]["actionTrace"]
     assert [e["action"] for e in trace[:-1]] == [
         f"go to {pages.url('/login')}", 'type ada into "Username"', 'type ${PASSWORD} into "Password"',
-        'click "Sign in"', 'click "Open the sales report"', 'select "South" in "Region"',
+        'click "Sign in"', 'click "Open the sales report"', "switch to tab 1", "switch to tab 2",
+        'select "South" in "Region"',
         'wait for "South total"', "extract #total"]
     urls = [e["url"] for e in trace[:-1]]
     assert urls[:3] == [pages.url("/login")] * 3
     # The form was sent with the secret; the trace shows the page's URL with the placeholder.
     assert urls[3] == pages.url("/home") + "?username=ada&password=${PASSWORD}"
-    assert urls[4:] == [pages.url("/report")] * 4  # the new tab was followed
+    assert urls[4] == pages.url("/report")  # the new tab was followed
+    assert urls[5] == urls[3]  # back in the first tab, and then in the second again
+    assert urls[6:] == [pages.url("/report")] * 4
     assert {e["browserSession"] for e in trace[:-1]} == {"sales-check"}
-    assert body["usage"]["actions"] == 8
+    assert body["usage"]["actions"] == 10
     received = [r for r in pages.requests if r.startswith("/home?")]
     assert received == [f"/home?username=ada&password={quote_plus(SECRET)}"]
     assert_secret_nowhere(request_id, body, browser_worker.output())
-    assert_gif(client, api_key, other_key, request_id, body, actions=8)
+    assert_gif(client, api_key, other_key, request_id, body, actions=10)
     no_browser_left()
 
 

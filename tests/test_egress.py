@@ -317,3 +317,108 @@ def test_unreachable_addresses_raise_connection_errors(policy):
         port = sock.getsockname()[1]
     with pytest.raises(requests.ConnectionError, match="cannot connect to 127.0.0.2"):
         egress.fetch(policy, "GET", f"http://127.0.0.2:{port}/", timeout=5)
+
+
+# A real task in cloud mode, on a worker that runs without ALLOW_PRIVATE_URLS.
+
+@pytest.fixture(scope="module")
+def strict_worker(app):
+    from tests.processes import WorkerProcess
+
+    proc = WorkerProcess(name="egress", env={"ALLOW_PRIVATE_URLS": "false", "EGRESS_TREAT_AS_PUBLIC": "127.0.0.2"})
+    yield proc
+    proc.stop()
+
+
+def test_the_issues_attack_in_a_real_task_is_refused(client, api_key, strict_worker, canary, public):
+    from tests.agent_support import run
+
+    attack = f"http://127.0.0.1:{canary.port}\\@127.0.0.2:{public.port}/../healthz"
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {attack}"})
+    assert body["status"] == "error", body
+    assert body["response"]["text"].startswith("Refused to open the page: URL contains a backslash"), body
+    trace = body["response"]["actionTrace"]
+    assert any("Refused to open the page" in str(step) for step in trace), trace
+    assert canary.requests == [] and public.requests == []
+
+
+def test_a_real_task_reads_the_public_stand_in_and_not_a_redirect_to_loopback(
+        client, api_key, strict_worker, canary, public):
+    from tests.agent_support import run
+
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {public.url('/page')}\nextract title"})
+    assert body["status"] == "success" and body["response"]["text"] == "canary", body
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {public.url('/redirect?to=' + canary.url('/'))}"})
+    assert body["status"] == "error" and "non-public address (127.0.0.1)" in body["response"]["text"], body
+    assert canary.requests == []
+
+
+@pytest.mark.parametrize("url, message", [
+    ("http://[::1", "invalid IPv6 address"),
+    ("data:text/html,<h1>x</h1>\ngo to http://[::1", "not a valid URL"),  # joined to the open page's URL
+    ("data:text/html;base64,@@@@", "base64 content is invalid"),
+    ("data:text/html", "no ','"),
+])
+def test_bad_urls_are_page_errors_not_internal_errors(client, api_key, strict_worker, url, message):
+    from tests.agent_support import run
+
+    _, body = run(client, api_key, {"prompt": f"/Operator go to {url}"})
+    assert body["status"] == "error" and message in body["response"]["text"], body["response"]
+    assert "internal error" not in body["response"]["text"].lower() and "Traceback" not in str(body)
+
+
+# The httpx2 transport MCP clients use: every connection checked and pinned.
+
+def _async_get(policy, url):
+    import asyncio
+
+    import httpx2
+
+    async def get():
+        async with httpx2.AsyncClient(transport=egress.async_transport(policy), trust_env=False) as client:
+            return await client.get(url, timeout=5)
+
+    return asyncio.run(get())
+
+
+def test_the_async_transport_pins_the_checked_address(monkeypatch, canary, public, policy):
+    dns = RebindingDns(monkeypatch, "rebind.test")
+    response = _async_get(policy, f"http://rebind.test:{public.port}/mcp")
+    assert response.status_code == 200 and dns.answers == ["127.0.0.2"]
+    assert public.requests == [("GET", "/mcp", f"rebind.test:{public.port}")]
+    for url in (f"http://rebind.test:{canary.port}/", canary.url("/"), f"http://localhost:{canary.port}/"):
+        with pytest.raises(EgressRefused):
+            _async_get(policy, url)
+    assert canary.requests == []
+
+
+# Submit-time checks use the same parser, also when private URLs are allowed (as in this suite).
+
+@pytest.mark.parametrize("field, url, reason", [
+    ("callbackUrl", "https://127.0.0.1:9\\@127.0.0.2/hook", "backslash"),
+    ("callbackUrl", "https://[::ffff:127.0.0.1]/hook", "embeds an IPv4 address"),
+    ("callbackUrl", "https://0x7f.1/hook", "non-canonical IPv4"),
+    ("callbackUrl", "https://[::1/hook", "must be an https:// URL"),
+    ("mcpServers", "http://127.0.0.1:9\\@127.0.0.2/mcp", "must not carry credentials"),  # urlsplit sees a user
+    ("mcpServers", "http://127.1/mcp", "non-canonical IPv4"),
+])
+def test_submit_refuses_ambiguous_outbound_urls(client, api_key, field, url, reason):
+    from tests.conftest import submit
+
+    value = [{"url": url, "authentication": {"type": "none"}}] if field == "mcpServers" else url
+    response = submit(client, api_key, {"prompt": "answer hi", "executionMode": "cloud", field: value})
+    assert response.status_code == 400, response.get_json()
+    assert response.get_json()["error"] == "Invalid Request" and reason in response.get_json()["message"]
+
+
+def test_submit_checks_addresses_with_the_egress_settings(app, client, api_key, monkeypatch):
+    from tests.conftest import submit
+
+    monkeypatch.setitem(app.config, "ALLOW_PRIVATE_URLS", False)
+    monkeypatch.setitem(app.config, "EGRESS_TREAT_AS_PUBLIC", ("127.0.0.2",))
+    ok = submit(client, api_key, {"prompt": "answer hi", "executionMode": "cloud",
+                                  "callbackUrl": "https://127.0.0.2:8443/hook"})
+    assert ok.status_code == 202, ok.get_json()
+    refused = submit(client, api_key, {"prompt": "answer hi", "executionMode": "cloud",
+                                       "callbackUrl": "https://localhost:8443/hook"})
+    assert refused.status_code == 400 and "non-public address" in refused.get_json()["message"]

@@ -156,3 +156,29 @@ def test_server_urls_must_be_public_addresses(app, client, api_key, monkeypatch)
         {"url": "http://127.0.0.1:9/mcp", "authentication": {"type": "none"}}]})
     assert response.status_code == 400
     assert "non-public address" in response.get_json()["message"]
+
+
+@pytest.fixture(scope="module")
+def strict_mcp_worker(app, mcp):
+    """No ALLOW_PRIVATE_URLS: only the weather server's host:port is allowed (EGRESS_ALLOW_HOSTS)."""
+    allowed = mcp.url("weather").split("/")[2]
+    proc = WorkerProcess(env={"MCP_TIMEOUT_SECONDS": "3", "ALLOW_PRIVATE_URLS": "false",
+                              "EGRESS_ALLOW_HOSTS": allowed}, name="mcp-strict")
+    yield proc
+    proc.stop()
+
+
+def test_connections_go_through_the_egress_policy(client, api_key, mcp, strict_mcp_worker):
+    from tests.test_egress import RecordingServer
+
+    _, body = run(client, api_key, {
+        "prompt": 'use weather.forecast with {"city": "Oslo"}', "mcpServers": [weather(mcp)]})
+    assert body["status"] == "success", body  # the allowed host, through the pinned transport
+    canary = RecordingServer("127.0.0.1")
+    try:
+        _, body = run(client, api_key, {"prompt": 'use canary.anything with {}', "mcpServers": [
+            {"url": canary.url("/mcp"), "label": "canary", "authentication": {"type": "none"}}]})
+        assert body["status"] == "error" and "non-public address (127.0.0.1)" in body["response"]["text"], body
+        assert canary.requests == []
+    finally:
+        canary.close()

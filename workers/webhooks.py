@@ -1,4 +1,4 @@
-"""Webhook delivery: one signed HTTPS POST per attempt, to an address checked at the moment of use."""
+"""Webhook delivery: one signed HTTPS POST per attempt through app.egress (checked and pinned at the moment of use)."""
 import base64
 import hashlib
 import hmac
@@ -9,14 +9,15 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import certifi
-import urllib3
+import requests
 from flask import current_app
 
+from app import egress
 from app.crypto import unseal
+from app.egress import EgressRefused, Policy
 from app.extensions import db
 from app.models import ApiKey, Task, WebhookDelivery
-from app.netguard import UnsafeUrl, check_url
-from app.webhooks import delivery
+from app.webhooks import delivery, outbox
 from app.webhooks.delivery import Outcome
 
 from .runner import worker_identity
@@ -24,6 +25,8 @@ from .runner import worker_identity
 log = logging.getLogger(__name__)
 
 USER_AGENT = "Remote-Dispatch-Webhooks/1"
+# requests' own default headers the receiver has no use for (None removes them).
+NO_CLIENT_DEFAULTS = {"Accept": None, "Connection": None}
 
 
 def deliver(delivery_id):
@@ -35,12 +38,12 @@ def deliver(delivery_id):
         log.info("webhook %s not due or already being sent; message ignored", delivery_id)
         return None
     row = db.session.get(WebhookDelivery, delivery_id)
-    url, body = row.url, row.payload.encode()
+    url, body, headers = row.url, None, None
     try:
-        headers = request_headers(row, db.session.get(Task, row.task_id), claimed.started_at)
+        body = outbox.body(row)
+        headers = request_headers(row, db.session.get(Task, row.task_id), claimed.started_at, body)
     except Exception:  # e.g. a secret sealed under another ENCRYPTION_KEY: a failed attempt, logged
         log.exception("cannot prepare webhook %s", delivery_id)
-        headers = None
     db.session.commit()  # no transaction stays open while we wait on the receiver
     outcome = post(url, body, headers) if headers else Outcome(error="internal error preparing the request")
     delivery.record(delivery_id, owner, claimed, outcome)
@@ -49,7 +52,7 @@ def deliver(delivery_id):
     return outcome
 
 
-def request_headers(row, task, started_at):
+def request_headers(row, task, started_at, body):
     """The caller's callbackHeaders as given, then ours (Standard Webhooks)."""
     callback = unseal(task.callback_sealed) or {}
     timestamp = int(started_at.timestamp())
@@ -60,7 +63,7 @@ def request_headers(row, task, started_at):
         "webhook-id": row.id,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": signature(signing_secrets(task.api_key_id, started_at),
-                                       row.id, timestamp, row.payload.encode()),
+                                       row.id, timestamp, body),
     }
 
 
@@ -87,41 +90,36 @@ def _key_bytes(secret):
 
 
 def post(url, body, headers):
-    """POST to `url` on an address that passed the netguard just now (pinned, so a second
-    DNS answer cannot redirect us); no redirects are followed. Never raises."""
+    """POST through app.egress: the URL checked now, the connection pinned to the checked address
+    (so a second DNS answer cannot redirect us), TLS verified against the name; no redirects are
+    followed and the receiver's body is not read. Never raises: any error is a failed attempt."""
     config = current_app.config
     started = time.monotonic()
+    timeout = config["WEBHOOK_TIMEOUT_SECONDS"]
     try:
-        addresses = check_url(url, allow_private=config["ALLOW_PRIVATE_URLS"], schemes=("https",))
-    except UnsafeUrl as exc:
+        response = egress.fetch(Policy.from_config(config), "POST", url, timeout=timeout, max_bytes=0,
+                                headers={**headers, **NO_CLIENT_DEFAULTS}, data=body, follow_redirects=False,
+                                verify=config["WEBHOOK_CA_BUNDLE"] or certifi.where(), schemes=("https",))
+    except EgressRefused as exc:
         return Outcome(error=f"refused: {exc}")
-    parts = urlsplit(url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    host_header = _bracketed(parts.hostname) + (f":{parts.port}" if parts.port else "")
-    error = None
-    for address in addresses:
-        pool = urllib3.HTTPSConnectionPool(
-            _bracketed(address), parts.port or 443, maxsize=1, retries=False,
-            timeout=urllib3.Timeout(total=config["WEBHOOK_TIMEOUT_SECONDS"]),
-            cert_reqs="CERT_REQUIRED", ca_certs=config["WEBHOOK_CA_BUNDLE"] or certifi.where(),
-            server_hostname=parts.hostname, assert_hostname=parts.hostname)
-        try:
-            with pool:
-                # The body is never read: only the status and headers matter.
-                response = pool.urlopen("POST", target, body=body, headers={"Host": host_header, **headers},
-                                        redirect=False, retries=False, assert_same_host=False,
-                                        preload_content=False)
-        except urllib3.exceptions.NewConnectionError as exc:
-            error = f"cannot connect to {_bracketed(address)}:{parts.port or 443}: {exc.__cause__ or exc}"
-            continue  # another address of the host may answer
-        except urllib3.exceptions.HTTPError as exc:
-            return Outcome(error=_describe(exc), duration_ms=_ms_since(started))
-        return _outcome(response, _ms_since(started))
-    return Outcome(error=error, duration_ms=_ms_since(started))
+    except requests.ConnectTimeout:
+        return Outcome(error="timed out connecting", duration_ms=_ms_since(started))
+    except requests.ReadTimeout:
+        return Outcome(error=f"no response within {timeout:g} s", duration_ms=_ms_since(started))
+    except requests.exceptions.SSLError as exc:
+        return Outcome(error=f"TLS error: {_reason(exc)}", duration_ms=_ms_since(started))
+    except requests.ConnectionError as exc:
+        return Outcome(error=str(exc), duration_ms=_ms_since(started))
+    except Exception as exc:  # e.g. a header value http.client cannot send: a failed attempt, logged
+        # Without the exception's text or traceback: it can quote a header value (a caller's token).
+        log.error("webhook request to %s failed: %s", urlsplit(url).hostname, exc.__class__.__name__)
+        return Outcome(error=f"cannot send the request: {exc.__class__.__name__}",
+                       duration_ms=_ms_since(started))
+    return _outcome(response, _ms_since(started))
 
 
 def _outcome(response, duration_ms):
-    code = response.status
+    code = response.status_code
     error = None
     if 300 <= code < 400:
         error = f"HTTP {code}: redirect to {response.headers.get('Location')!r} not followed"
@@ -149,23 +147,9 @@ def retry_after(value):
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-def _describe(exc):
-    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
-        return "timed out connecting"
-    if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
-        return f"no response within {current_app.config['WEBHOOK_TIMEOUT_SECONDS']:g} s"
-    if isinstance(exc, urllib3.exceptions.SSLError):
-        return f"TLS error: {_reason(exc)}"
-    return f"{exc.__class__.__name__}: {_reason(exc)}"
-
-
 def _reason(exc):
-    reason = getattr(exc, "reason", None) or (exc.args[-1] if exc.args else exc)
-    return str(reason)
-
-
-def _bracketed(host):
-    return f"[{host}]" if ":" in host else host
+    reason = exc.args[-1] if exc.args else exc
+    return str(getattr(reason, "reason", None) or reason)
 
 
 def _ms_since(started):

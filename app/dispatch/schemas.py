@@ -13,10 +13,13 @@ from flask import current_app
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
 
 from ..api import ErrorSchema
-from ..netguard import UnsafeUrl, check_url
+from ..egress import Policy, normalise
+from ..netguard import UnsafeUrl
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
 STATUSES = ("pending", "success", "error", "input-required")
+# What HTTP/1.1 can carry in a field value (RFC 9110 §5.5: visible chars, SP, HTAB, obs-text).
+HEADER_VALUE = re.compile(r"(?:[\x21-\x7e\x80-\xff][\x20\x21-\x7e\x80-\xff\t]*)?")
 CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re.IGNORECASE)
 
 
@@ -32,6 +35,9 @@ class LenientSchema(ma.Schema):
         if isinstance(data, dict):
             for name, value in data.items():
                 if _has_nul(name) or _has_nul(value):
+                    if name == "callbackHeaders" and isinstance(value, dict) and not _has_nul(list(value)):
+                        # a header value: a 400 naming the header, like its other unsendable values
+                        name += "." + next(k for k, v in value.items() if _has_nul(v))
                     raise ValidationError("must not contain NUL characters (\\u0000).", name)
         return data
 
@@ -119,6 +125,25 @@ def mcp_namespace(label, index):
     return cleaned or f"mcp{index + 1}"
 
 
+def _url_parts(value):
+    try:
+        return urlsplit(value)
+    except ValueError:  # e.g. "https://[::1"
+        return None
+
+
+def _check_outbound(url, schemes):
+    """app.egress's checks at submit time: forms parsers disagree on always; the addresses unless
+    private URLs are allowed (then names need not resolve yet)."""
+    try:
+        if current_app.config["ALLOW_PRIVATE_URLS"]:
+            normalise(url, schemes)
+        else:
+            Policy.from_config(current_app.config).check_url(url, schemes)
+    except UnsafeUrl as exc:
+        raise ValidationError(f"{exc}.") from None
+
+
 class McpServerSchema(LenientSchema):
     url = fields.String(required=True, validate=validate.Length(min=1, max=2000))
     label = fields.String(allow_none=True, validate=validate.Length(max=100))
@@ -128,16 +153,12 @@ class McpServerSchema(LenientSchema):
 
     @validates("url")
     def _is_http_url(self, value, **_):
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        parts = _url_parts(value)
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValidationError("url must be an http:// or https:// URL of an MCP server.")
         if parts.username or parts.password:
             raise ValidationError("url must not carry credentials; use authentication.")
-        if not current_app.config["ALLOW_PRIVATE_URLS"]:  # checked again when the task connects
-            try:
-                check_url(value)
-            except UnsafeUrl as exc:
-                raise ValidationError(f"{exc}.") from None
+        _check_outbound(value, ("http", "https"))  # and again at each connection
 
 
 class SubmitSchema(LenientSchema):
@@ -194,14 +215,10 @@ class SubmitSchema(LenientSchema):
     def _is_https_url(self, value, **_):
         if value is None:
             return
-        parts = urlsplit(value)
-        if parts.scheme != "https" or not parts.hostname:
+        parts = _url_parts(value)
+        if parts is None or parts.scheme != "https" or not parts.hostname:
             raise ValidationError("callbackUrl must be an https:// URL.")
-        if not current_app.config["ALLOW_PRIVATE_URLS"]:  # checked again at each delivery
-            try:
-                check_url(value, schemes=("https",))
-            except UnsafeUrl as exc:
-                raise ValidationError(f"{exc}.") from None
+        _check_outbound(value, ("https",))  # and again at each delivery
 
     @validates("callbackHeaders")
     def _allowed_headers(self, value, **_):
@@ -210,6 +227,17 @@ class SubmitSchema(LenientSchema):
             raise ValidationError(
                 f"header(s) {', '.join(repr(b) for b in bad)} not allowed: only Authorization "
                 "and headers starting with x- may be sent.")
+
+    @validates_schema
+    def _sendable_header_values(self, data, **_):
+        # A 400 (a malformed value) under its own key, apart from the spec's 422 for a disallowed name.
+        headers = data.get("callbackHeaders") or {}
+        errors = {f"callbackHeaders.{name}": [
+            f"the value of header '{name}' cannot be sent: it must be Latin-1 text without control "
+            "characters (CR, LF, NUL) or leading whitespace."]
+            for name, value in sorted(headers.items()) if not HEADER_VALUE.fullmatch(value)}
+        if errors:
+            raise ValidationError(errors)
 
     @validates("mcpServers")
     def _distinct_labels(self, value, **_):
@@ -252,7 +280,8 @@ class TraceEntrySchema(ma.Schema):
     failed = fields.Boolean(metadata={"description": "The action did not do what it should; `error` says why"})
     error = fields.String(metadata={"description": "Why the action failed"})
     browserSession = fields.String(metadata={
-        "description": "Browser modes: the session that ran the action (cloudBrowserSessionName, or task-<requestId>)"})
+        "description": "Browser modes: the session that ran the action "
+                       "(cloudBrowserSessionName, or task-<requestId>)"})
     refused = fields.List(fields.String(), metadata={
         "description": "Browser steps: what the egress policy refused meanwhile (\"GET host:port: why\")"})
 

@@ -39,16 +39,24 @@ def add_delivery(task, status):
     """Add the outbox row for this event to the current transaction; returns its id or None."""
     if not task.callback_url or status not in EVENT_STATUSES:
         return None
-    from ..crypto import unseal
+    from ..crypto import seal_text, unseal
 
     db.session.flush()
     db.session.refresh(task)
+    # Sealed at rest: the body carries the callbackSecret (and the task's output).
     delivery = WebhookDelivery(
-        id="msg_" + secrets.token_hex(16), task_id=task.id, event_status=status,
-        url=task.callback_url, payload=payload(task, status, unseal(task.callback_sealed)),
+        id="msg_" + secrets.token_hex(16), task_id=task.id, event_status=status, url=task.callback_url,
+        payload=seal_text(payload(task, status, unseal(task.callback_sealed))),
     )
     db.session.add(delivery)
     return delivery.id
+
+
+def body(row):
+    """The exact bytes to send for a delivery row (rows written before sealing hold the JSON itself)."""
+    from ..crypto import unseal_text
+
+    return (row.payload if row.payload.startswith("{") else unseal_text(row.payload)).encode()
 
 
 def publish(delivery_id):

@@ -4,6 +4,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from ..auth import require_api_key
+from ..ratelimits import requests_limit
 from . import service
 from .schemas import DeliveryLogSchema, DeliverySchema, RedeliverSchema
 
@@ -11,12 +12,16 @@ blp = Blueprint("webhooks", __name__, url_prefix="/fast/v2/remote-dispatch/respo
                 description="The webhook deliveries of a task: their log, and redelivery.")
 blp.before_request(require_api_key)
 
+RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
+
 
 @blp.route("/<string:request_id>/webhooks")
 class DeliveryLog(MethodView):
+    @requests_limit
     @blp.response(200, DeliveryLogSchema)
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request, or another key's")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def get(self, request_id):
         """List a task's webhook deliveries and their attempts"""
         return service.delivery_log(g.api_key.id, request_id)
@@ -24,11 +29,13 @@ class DeliveryLog(MethodView):
 
 @blp.route("/<string:request_id>/webhooks/redeliver")
 class Redeliver(MethodView):
+    @requests_limit
     @blp.arguments(RedeliverSchema, required=False)
     @blp.response(202, DeliverySchema)
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown request or webhook, or another key's")
     @blp.alt_response(409, schema="Error", description="An attempt is in flight")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def post(self, data, request_id):
         """Send a webhook again
 

@@ -1,7 +1,7 @@
 """task GIF recordings (generateGif): one animated GIF per task
 
 Revision ID: 0012
-Revises: 0006
+Revises: 0010
 Create Date: 2026-11-24 13:00:00.000000
 
 """
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 revision = '0012'
-down_revision = '0006'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
+from app.egress import Policy
 from app.extensions import db
 from app.files.service import referenced_keys
 from app.models import StoredFile
@@ -207,9 +208,9 @@ class GeneralEnvironment(Environment):
 class HttpPageEnvironment(Environment):
     """The web agent in `cloud` mode: no browser, so pages are read over HTTP (behind the outbound-URL guard)."""
 
-    def __init__(self, task, should_stop=lambda: False, allow_private=False, timeout=15):
+    def __init__(self, task, should_stop=lambda: False, policy=None, timeout=15):
         super().__init__(task, should_stop)
-        self.allow_private, self.timeout = allow_private, timeout
+        self.policy, self.timeout = policy or Policy(), timeout
         self.page = None
 
     def tools(self, response_schema=None):
@@ -232,7 +233,7 @@ class HttpPageEnvironment(Environment):
 
     def do_go_to(self, url):
         try:
-            self.page = pages.fetch(url, allow_private=self.allow_private, timeout=self.timeout, base=self.url())
+            self.page = pages.fetch(url, policy=self.policy, timeout=self.timeout, base=self.url())
         except pages.PageError as exc:
             return Observation(str(exc), failed=True)
         text = f"{self.page.title()}\n{self.page.text()}".strip()
@@ -387,7 +388,8 @@ class BrowserEnvironment(Environment):
 
     def do_scroll(self, direction="down", target=None):
         return self._act(lambda: self.browser.scroll(direction, target),
-                         lambda r: self._view(f"scrolled {direction} (at {'the end' if r.get('atEnd') else r.get('scrollY')})\n"))
+                         lambda r: self._view(f"scrolled {direction} "
+                                              f"(at {'the end' if r.get('atEnd') else r.get('scrollY')})\n"))
 
     def do_hover(self, target):
         return self._act(lambda: self.browser.hover(target),
@@ -490,7 +492,7 @@ def environment_for(task, should_stop, config):
     if task.agent != "web":
         return GeneralEnvironment(task, should_stop)
     if task.execution_mode == "cloud":
-        return HttpPageEnvironment(task, should_stop, allow_private=config["ALLOW_PRIVATE_URLS"],
+        return HttpPageEnvironment(task, should_stop, policy=Policy.from_config(config),
                                    timeout=config["FETCH_TIMEOUT_SECONDS"])
     browser = BROWSER_ENVIRONMENTS.get(task.execution_mode)
     if browser is None:

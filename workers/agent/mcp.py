@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from app import netguard
+from app import egress
 
 from .actions import Observation, Tool
 
@@ -33,10 +33,11 @@ class McpFailure(ValueError):
 
 
 def check_outbound(url, config):
-    """The one place MCP URLs meet the outbound-URL guard (switch to app.egress here)."""
+    """The MCP URL against app.egress's policy before connecting; every connection the client then
+    makes is checked again and pinned by egress.async_transport."""
     try:
-        netguard.check_url(url, allow_private=config["ALLOW_PRIVATE_URLS"])
-    except netguard.UnsafeUrl as exc:
+        egress.Policy.from_config(config).check_url(url)
+    except egress.EgressRefused as exc:
         return str(exc)
     return None
 
@@ -175,7 +176,10 @@ class McpServers:
             record(response)
 
         def factory(headers=None, timeout=None, auth=None):
-            return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [hook]})
+            return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [hook]},
+                                      transport=egress.async_transport(policy), trust_env=False)
+
+        policy = egress.Policy.from_config(self.config)
 
         if kind == "sse":
             return sse_client(server.url, headers=server.headers, timeout=self.timeout,

@@ -1,4 +1,6 @@
-"""Reading web pages without a browser: fetch (behind the outbound-URL guard), HTML parsed by lxml, CSS selectors by cssselect."""
+"""Reading web pages without a browser: fetch (through app.egress), HTML5 parsing, CSS selectors."""
+import base64
+import binascii
 import re
 from urllib.parse import unquote_to_bytes, urljoin
 
@@ -7,7 +9,8 @@ from cssselect import SelectorError
 from lxml.html import html5parser
 from lxml.cssselect import CSSSelector
 
-from app.netguard import UnsafeUrl, check_url
+from app import egress
+from app.egress import EgressRefused, Policy
 
 HIDDEN = {"script", "style", "noscript", "template", "head"}
 BLOCK = {"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "fieldset", "figcaption",
@@ -84,42 +87,45 @@ class Page:
         return "\n".join(text for text in (text_of(e) for e in elements) if text)
 
 
-def fetch(url, *, allow_private, timeout, base=None):
-    """GET a page (following redirects, each one checked by the guard); `data:` URLs need no network."""
-    if base:
-        url = urljoin(base, url)
-    if url.startswith("data:"):
+def fetch(url, *, policy=None, allow_private=False, timeout, base=None):
+    """GET a page through app.egress (the URL and every redirect checked, the connection pinned to the
+    checked address); `data:` URLs need no network. Any failure is a PageError fit for the trace."""
+    policy = policy or Policy(allow_private=allow_private)
+    try:
+        url = urljoin(base, url) if base else url
+    except ValueError:  # e.g. "http://[::1": urlsplit refuses it
+        raise PageError(f"Cannot open {url!r}: it is not a valid URL.") from None
+    if url[:5].lower() == "data:":
         return Page(url, _data_url(url))
-    session = requests.Session()
-    for _ in range(10):
-        try:
-            check_url(url, allow_private=allow_private)
-        except UnsafeUrl as exc:
-            raise PageError(f"Refused to open the page: {exc}") from None
-        try:
-            response = session.get(url, timeout=timeout, allow_redirects=False, stream=True,
-                                   headers={"User-Agent": "RemoteDispatch/1.0", "Accept": "text/html,*/*"})
-        except requests.RequestException as exc:
-            raise PageError(f"Could not open the page: {exc.__class__.__name__}") from None
-        if response.is_redirect:
-            url = urljoin(url, response.headers["location"])
-            response.close()
-            continue
-        body = response.raw.read(MAX_BYTES + 1, decode_content=True)
-        response.close()
-        if response.status_code >= 400:
-            raise PageError(f"The page answered HTTP {response.status_code}.")
-        # requests assumes ISO-8859-1 when no charset is declared; today's pages are UTF-8.
-        charset = response.encoding if "charset" in response.headers.get("content-type", "") else "utf-8"
-        return Page(url, body[:MAX_BYTES].decode(charset or "utf-8", errors="replace"))
-    raise PageError("Too many redirects.")
+    try:
+        response = egress.fetch(policy, "GET", url, timeout=timeout, max_bytes=MAX_BYTES,
+                                headers={"User-Agent": "RemoteDispatch/1.0", "Accept": "text/html,*/*"})
+    except EgressRefused as exc:
+        raise PageError(f"Refused to open the page: {exc}") from None
+    except requests.TooManyRedirects:
+        raise PageError("Too many redirects.") from None
+    except requests.RequestException as exc:
+        raise PageError(f"Could not open the page: {exc.__class__.__name__}") from None
+    if response.status_code >= 400:
+        raise PageError(f"The page answered HTTP {response.status_code}.")
+    # requests assumes ISO-8859-1 when no charset is declared; today's pages are UTF-8.
+    charset = response.encoding if "charset" in response.headers.get("content-type", "") else "utf-8"
+    try:
+        text = response.content.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # an unknown charset name
+        text = response.content.decode("utf-8", errors="replace")
+    return Page(response.url, text)
 
 
 def _data_url(url):
-    header, _, data = url[5:].partition(",")
+    header, comma, data = url[5:].partition(",")
+    if not comma:
+        raise PageError("Cannot open the data: URL: it has no ',' before its content.")
     raw = unquote_to_bytes(data)
-    if header.endswith(";base64"):
-        import base64
-
-        raw = base64.b64decode(raw)
+    if header.lower().endswith(";base64"):
+        try:
+            raw = re.sub(rb"\s+", b"", raw)
+            raw = base64.b64decode(raw + b"=" * (-len(raw) % 4), validate=True)  # padding is optional in URLs
+        except (binascii.Error, ValueError):
+            raise PageError("Cannot open the data: URL: its base64 content is invalid.") from None
     return raw.decode("utf-8", errors="replace")

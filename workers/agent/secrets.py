@@ -1,8 +1,9 @@
 """secretVariables: planners see `${name}`; values are substituted at execution and redacted everywhere else."""
 import contextlib
+import html
 import logging
 import re
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 
@@ -10,12 +11,24 @@ PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 class Secrets:
     def __init__(self, values=None):
         self.values = {name: str(value) for name, value in (values or {}).items()}
-        # Longest first, so a value that contains another is redacted whole.
-        self._redactions = _ordered((v, "${%s}" % n) for n, v in self.values.items() if v)
+        self._pairs = [(v, "${%s}" % n) for n, v in self.values.items() if v]
+        self._compile()
 
     def hide(self, values, placeholder="[redacted]"):
         """Also redact these values (credentials the planner never names, e.g. MCP tokens)."""
-        self._redactions = _ordered(self._redactions + [(v, placeholder) for v in values if v])
+        self._pairs += [(v, placeholder) for v in values if v]
+        self._compile()
+
+    def _compile(self):
+        # Every form a value can take on its way back to us (a host name comes back lowercased, a URL
+        # percent-encoded or decoded, a page HTML-escaped), matched case-insensitively; longest
+        # first, so a value that contains another is redacted whole.
+        forms = {}
+        for value, placeholder in self._pairs:
+            for form in variants(value):
+                forms.setdefault(form.casefold(), (form, placeholder))
+        self._redactions = [(re.compile(re.escape(form), re.IGNORECASE), placeholder)
+                            for form, placeholder in sorted(forms.values(), key=lambda pair: -len(pair[0]))]
 
     def names(self):
         return sorted(self.values)
@@ -33,8 +46,8 @@ class Secrets:
     def redact(self, value):
         """Replace every secret value by its placeholder, in strings nested anywhere in `value`."""
         if isinstance(value, str):
-            for secret, placeholder in self._redactions:
-                value = value.replace(secret, placeholder)
+            for pattern, placeholder in self._redactions:
+                value = pattern.sub(lambda _, placeholder=placeholder: placeholder, value)
             return value
         if isinstance(value, list):
             return [self.redact(v) for v in value]
@@ -59,20 +72,25 @@ class Secrets:
                 handler.removeFilter(redactor)
 
 
+def variants(value):
+    """`value` as it may appear in text we store: as is, percent-encoded or decoded, HTML-escaped or
+    unescaped (case changes are matched by the caller, which ignores case)."""
+    plain = {value, unquote(value), unquote_plus(value), html.unescape(value)}
+    forms = set()
+    for form in plain:
+        for encoded in (form, quote(form, safe=""), quote(form), quote_plus(form), quote_plus(form, safe="/"),
+                        html.escape(form), html.escape(form, quote=False)):
+            forms.update((encoded, quote(html.escape(encoded), safe=""),
+                          html.escape(quote(encoded, safe=""))))
+    forms.update([form.casefold() for form in forms])
+    return {form for form in forms if form}
+
+
 def _loggers():
     yield logging.getLogger()
     for logger in list(logging.Logger.manager.loggerDict.values()):
         if isinstance(logger, logging.Logger) and logger.handlers:
             yield logger
-
-
-def _ordered(pairs):
-    """Each value also in its URL-encoded forms (a secret typed into a GET form lands in the page's URL)."""
-    out = {}
-    for value, placeholder in pairs:
-        for form in (value, quote(value, safe=""), quote_plus(value, safe="")):
-            out.setdefault(form, placeholder)
-    return sorted(out.items(), key=lambda pair: -len(pair[0]))
 
 
 class _RedactingFilter(logging.Filter):

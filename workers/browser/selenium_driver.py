@@ -1,4 +1,4 @@
-"""The Selenium driver of `Browser`: a fresh local Chromium per task (Debian's chromium and chromedriver), or a Grid session."""
+"""The Selenium driver of `Browser`: a fresh local Chromium per task (Debian's packages), or a Grid session."""
 import json
 import logging
 import os
@@ -104,6 +104,7 @@ class SeleniumBrowser(Browser):
             options.add_argument("--proxy-bypass-list=<-loopback>")
         prefs = {"intl.accept_languages": locale, "credentials_enable_service": False,
                  "profile.password_manager_enabled": False, "download.prompt_for_download": False,
+                 "autofill.profile_enabled": False, "autofill.credit_card_enabled": False,
                  "safebrowsing.enabled": False}
         if download_dir:
             os.makedirs(download_dir, exist_ok=True)
@@ -115,6 +116,9 @@ class SeleniumBrowser(Browser):
                 options.set_capability("se:name", self.label)
                 self.driver = webdriver.Remote(command_executor=remote_url, options=options)
                 self.driver.file_detector = LocalFileDetector()
+                # chromedriver's CDP endpoint, which the Grid forwards to the node (time zone per tab).
+                self.driver.command_executor.add_command("executeCdpCommand", "POST",
+                                                         "/session/$sessionId/goog/cdp/execute")
             else:
                 self._start_local(options, chromium_path, chromedriver_path, profile_root)
             self.driver.set_page_load_timeout(page_load_timeout)
@@ -138,13 +142,15 @@ class SeleniumBrowser(Browser):
             json.dump({"worker_pid": os.getpid(), "label": self.label, "started": time.time()}, out)
         options.binary_location = chromium_path  # set: Selenium Manager is never asked for a browser
         options.add_argument(f"--user-data-dir={os.path.join(self.profile, 'profile')}")
-        env = dict(os.environ)
+        # Chromium's own log (page console messages included) goes nowhere, not into the profile.
+        env = {**os.environ, "CHROME_LOG_FILE": os.devnull}
         if self.time_zone:
             env["TZ"] = self.time_zone  # the whole browser, every tab, workers included
-        # The log path puts our profile directory in chromedriver's command line: the reaper's proof.
+        # The log path puts our profile directory in chromedriver's command line: the reaper's proof. Its
+        # log stays off: at any level that logs commands it would write typed text (secrets) to disk.
         self.service = Service(
-            executable_path=chromedriver_path, env=env,
-            service_args=[f"--log-path={os.path.join(self.profile, 'chromedriver.log')}"],
+            executable_path=chromedriver_path, env=env, log_output=subprocess.DEVNULL,
+            service_args=[f"--log-path={os.path.join(self.profile, 'chromedriver.log')}", "--log-level=OFF"],
             popen_kw={"start_new_session": True})  # its own process group: one killpg ends it all
         self.driver = webdriver.Chrome(options=options, service=self.service)
 
