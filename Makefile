@@ -69,7 +69,7 @@ browser-or-warn:
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.
 BENCH_SERVICES := TEST_DB=remote_dispatch_bench TEST_VHOST=rd_bench bash tests/ensure_services.sh
-bench: $(STAMP)
+bench: $(STAMP) browser
 	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run
