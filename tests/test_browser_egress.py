@@ -70,15 +70,18 @@ def servers():
 @pytest.fixture
 def session(tmp_path):
     """Start Chromium (Debian's) behind an EgressProxy with the given settings, as the browser driver does."""
-    started = []
+    proxies, drivers, profiles = [], [], []
 
     def start(settings, remote=None):
-        proxy = EgressProxy({"VAR_DIR": str(tmp_path), **settings}).start().wait_ready()
+        proxy = EgressProxy({"VAR_DIR": str(tmp_path), **settings})
+        proxies.append(proxy)  # stopped at teardown even if what follows fails
+        proxy.start().wait_ready()
         downloads = tmp_path / "downloads"
         downloads.mkdir(exist_ok=True)
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
         profile = tempfile.mkdtemp(prefix="rd-egress-test-")
+        profiles.append(profile)
         for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
             options.add_argument(argument)
         harden_chrome_options(options, proxy, downloads)
@@ -87,15 +90,19 @@ def session(tmp_path):
             driver = webdriver.Remote(remote, options=options)
         else:
             driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        drivers.append(driver)
         driver.set_page_load_timeout(20)
-        started.append((driver, proxy, profile))
         return driver, proxy
 
     yield start
-    for driver, proxy, profile in started:
-        driver.quit()
-        proxy.stop()
-        shutil.rmtree(profile, ignore_errors=True)
+    try:
+        for driver in drivers:
+            driver.quit()
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        for profile in profiles:
+            shutil.rmtree(profile, ignore_errors=True)
 
 
 def run_everything(driver, page, urls):
