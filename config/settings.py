@@ -114,6 +114,8 @@ def load():
         "EGRESS_ALLOW_HOSTS": _env("EGRESS_ALLOW_HOSTS", (), _comma_list),
         # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public: a loopback server stands in for a public host.
         "EGRESS_TREAT_AS_PUBLIC": _env("EGRESS_TREAT_AS_PUBLIC", (), _comma_list),
+        # Where a browser session's egress proxy listens (an address Grid nodes reach, when they are elsewhere).
+        "BROWSER_PROXY_HOST": _env("BROWSER_PROXY_HOST", "127.0.0.1"),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),
         # What one task may store and one list page may carry (bounded memory per request).
         "MAX_PROMPT_CHARS": _env("MAX_PROMPT_CHARS", 100_000, int),

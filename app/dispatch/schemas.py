@@ -351,6 +351,8 @@ class TraceEntrySchema(ma.Schema):
     browserSession = fields.String(metadata={
         "description": "Browser modes: the session that ran the action "
                        "(cloudBrowserSessionName, or task-<requestId>)"})
+    refused = fields.List(fields.String(), metadata={
+        "description": "Browser steps: what the egress policy refused meanwhile (\"GET host:port: why\")"})
 
 
 class ResponseSchema(ma.Schema):

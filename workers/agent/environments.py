@@ -6,6 +6,7 @@ import os
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -323,9 +324,25 @@ class BrowserEnvironment(Environment):
 
     def execute(self, action):
         observation = super().execute(action)
+        observation = self._with_refusals(observation)
         if self.recorder is not None and action.name not in ENDINGS_WITHOUT_PAGE:
             self.record()
         return observation
+
+    def _with_refusals(self, observation):
+        """What the egress proxy refused during the step goes into its trace entry; a navigation it refused
+        (the page is the proxy's error) fails the step and says why."""
+        egress = getattr(self, "egress", None)
+        refusals = egress.new_refusals() if egress is not None else []
+        if not refusals:
+            return observation
+        refused = tuple(f"{r['method']} {_host_port(r['host'], r['port'])}: {r['reason']}" for r in refusals[:20])
+        here = [r for r in refusals if f"//{_host_port(r['host'], r['port'])}" in (observation.url or "")
+                or f"//{r['host']}/" in (observation.url or "")]
+        if not here or observation.failed:
+            return replace(observation, refused=refused)
+        why = f"Navigation refused by the egress policy: {here[0]['reason']}"
+        return replace(observation, text=why, refused=refused, failed=True)
 
     def record(self):
         try:
@@ -347,9 +364,11 @@ class BrowserEnvironment(Environment):
             return Observation(str(exc), self.url(), failed=True)
 
     def do_go_to(self, url):
+        from workers.browser.egress import check_typed_url
+
         if "://" not in url and not url.startswith(("data:", "about:")):
             url = "https://" + url
-        return self._act(lambda: self.browser.open(url))
+        return self._act(lambda: self.browser.open(check_typed_url(url)))
 
     def do_read_page(self):
         return self._act(lambda: None)
@@ -420,27 +439,55 @@ class BrowserEnvironment(Environment):
             log.warning("task %s: the GIF could not be stored", self.task.id, exc_info=True)
 
 
+def _host_port(host, port):
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 ENDINGS_WITHOUT_PAGE = ("answer", "ask_user", "fail", "wait", "current_time", "read_attachment")
 
 
 class CloudBrowserEnvironment(BrowserEnvironment):
-    """`executionMode: "cloud_browser"`: a fresh Chromium per task (or a Grid session), closed with the task."""
+    """`executionMode: "cloud_browser"`: a fresh Chromium per task (or a Grid session), closed with the task,
+    behind an egress proxy of its own (workers/browser/egress.py) that is started and stopped with it."""
 
     def start_browser(self, task, should_stop, config):
+        from workers.browser.egress import HARDENING_ARGUMENTS, EgressProxy
         from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
 
         options = task.options or {}
+        label = options.get("cloudBrowserSessionName") or f"task-{task.id}"
         width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
-        return SeleniumBrowser(
-            label=options.get("cloudBrowserSessionName") or f"task-{task.id}",
-            chromium_path=config.get("CHROMIUM_PATH", "/usr/bin/chromium"),
-            chromedriver_path=config.get("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
-            remote_url=config.get("SELENIUM_REMOTE_URL"), proxy=config.get("BROWSER_PROXY"),
-            window_size=(int(width), int(height or 900)), locale=config.get("BROWSER_LOCALE", "en-US"),
-            time_zone=options.get("timeZone") or "America/Los_Angeles",
-            download_dir=os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id),
-            profile_root=browsers_dir(config["VAR_DIR"]),
-            page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+        # Started first and waited for last: Chromium starts while the proxy does.
+        self.egress = EgressProxy(config, label).start()
+        browser = None
+        try:
+            browser = SeleniumBrowser(
+                label=label,
+                chromium_path=config.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+                chromedriver_path=config.get("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
+                remote_url=config.get("SELENIUM_REMOTE_URL"), proxy=self.egress.address,
+                extra_arguments=HARDENING_ARGUMENTS,
+                window_size=(int(width), int(height or 900)), locale=config.get("BROWSER_LOCALE", "en-US"),
+                time_zone=options.get("timeZone") or "America/Los_Angeles",
+                download_dir=os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id),
+                profile_root=browsers_dir(config["VAR_DIR"]),
+                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+            self.egress.wait_ready()
+            self.egress.new_refusals()  # Chromium's own start-up requests are not the first step's
+            return browser
+        except BaseException:
+            if browser is not None:
+                browser.close()
+            self.egress.stop()
+            raise
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            egress = getattr(self, "egress", None)
+            if egress is not None:
+                egress.stop()
 
 
 class ClientBrowserEnvironment(BrowserEnvironment):

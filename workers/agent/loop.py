@@ -126,6 +126,8 @@ class AgentLoop:
             if observation.failed:  # the entry says why (element not found, navigation refused, timeout)
                 entry.update(failed=True, error=observation.text[:500])
             entry.update(self.environment.trace_fields())
+            if observation.refused:
+                entry["refused"] = [self.secrets.redact(refusal) for refusal in observation.refused]
             self.state.trace.append(entry)
             self.state.conversation.add_call(action)
             self.state.conversation.add_result(action.call_id, observation.text)
