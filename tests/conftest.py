@@ -53,6 +53,7 @@ def _clean_state(app):
     from app.extensions import db
 
     with app.app_context():
+        end_cloud_sessions()
         tables = ", ".join(t.name for t in db.metadata.sorted_tables)
         db.session.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
         db.session.commit()
@@ -62,6 +63,27 @@ def _clean_state(app):
     yield
     db.session.remove()
     ctx.pop()
+
+
+def end_cloud_sessions():
+    """Cloud sessions keep a browser beyond the request that made them (any test that creates one, the
+    contract fuzzer too): end those a test left, before their rows are emptied away."""
+    from sqlalchemy import select
+
+    from app.extensions import db
+    from app.models import CloudSession
+    from app.sessions import service
+
+    for session_id in db.session.execute(
+            select(CloudSession.id).where(CloudSession.status != service.ENDED)).scalars().all():
+        service.end(session_id, "test cleanup")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_browser_outlives_the_run(app):
+    yield
+    with app.app_context():
+        end_cloud_sessions()
 
 
 def purge_queues(app):
