@@ -1,4 +1,4 @@
-"""The official `narada` SDK, unchanged, driving the caller's own window: RemoteBrowserEnvironment over the extension."""
+"""The official `narada` SDK, unchanged, in the caller's own window through our extension."""
 import pytest
 
 from tests.conftest import make_key
@@ -79,7 +79,7 @@ def test_every_direct_action_of_the_sdk_works_in_the_window(service, browser, wi
         import base64
         from narada import Agent, RemoteBrowserEnvironment
         agent = Agent(environment=RemoteBrowserEnvironment(browser_window_id={window!r}))
-        out = {{}}
+        out, js, select = {{}}, agent.execute_javascript_on_page, agent.agentic_selector
         out["go_to_url"] = await agent.go_to_url(url={pages.url("/form")!r})
         out["url"] = (await agent.get_url()).url
         shot = await agent.get_screenshot()
@@ -90,7 +90,7 @@ def test_every_direct_action_of_the_sdk_works_in_the_window(service, browser, wi
         out["js"] = await agent.execute_javascript_on_page(code="document.title + ' ' + (1 + 1)")
         out["js_list"] = await agent.execute_javascript_on_page(code="return [location.pathname, 3]")
         await agent.agentic_selector(action={{"type": "fill", "value": "hello", "press_enter": False}},
-                                     selectors={{"data_testid": "query"}}, fallback_operator_query="the query box")
+                                     selectors={{"data_testid": "query"}}, fallback_operator_query="query")
         await agent.agentic_selector(action={{"type": "click"}},
                                      selectors={{"class_name": "btn primary", "tag_name": "button"}},
                                      fallback_operator_query="Go")
@@ -101,23 +101,26 @@ def test_every_direct_action_of_the_sdk_works_in_the_window(service, browser, wi
             fallback_operator_query="q")).value
         await agent.agentic_selector(action={{"type": "select_option_by_value", "value": "l"}},
                                      selectors={{"name": "size"}}, fallback_operator_query="size")
-        out["selected_by_value"] = await agent.execute_javascript_on_page(code="document.getElementById('size').value")
-        await agent.agentic_selector(action={{"type": "select_option_by_index", "value": 0}},
-                                     selectors={{"xpath": "//select[@id='size']"}}, fallback_operator_query="size")
-        out["selected_by_index"] = await agent.execute_javascript_on_page(code="document.getElementById('size').value")
-        out["by_text"] = (await agent.agentic_selector(action={{"type": "get_text"}},
-                                                       selectors={{"text_content": "Go", "tag_name": "button"}},
-                                                       fallback_operator_query="Go")).value
-        out["appears"] = await agent.wait_for_element(selectors={{"class_name": "late"}}, state="visible", timeout=5000)
-        out["never"] = await agent.wait_for_element(selectors={{"id": "nothing"}}, state="visible", timeout=500)
+        out["selected_by_value"] = await js(code="document.getElementById('size').value")
+        await select(action={{"type": "select_option_by_index", "value": 0}},
+                     selectors={{"xpath": "//select[@id='size']"}}, fallback_operator_query="size")
+        out["selected_by_index"] = await js(code="document.getElementById('size').value")
+        out["by_text"] = (await select(action={{"type": "get_text"}},
+                                       selectors={{"text_content": "Go", "tag_name": "button"}},
+                                       fallback_operator_query="Go")).value
+        out["appears"] = await agent.wait_for_element(selectors={{"class_name": "late"}}, state="visible",
+                                                      timeout=5000)
+        out["never"] = await agent.wait_for_element(selectors={{"id": "nothing"}}, state="visible",
+                                                    timeout=500)
         await agent.agentic_selector(action={{"type": "fill", "value": "v1"}}, selectors={{"id": "k"}},
                                      fallback_operator_query="k")
-        out["press_key"] = await agent.press_key(events=[{{"type": "press", "code": "Enter", "key": "Enter"}}])
+        out["press_key"] = await agent.press_key(events=[{{"type": "press", "code": "Enter",
+                                                           "key": "Enter"}}])
         out["after_enter"] = (await agent.get_url()).url
         out["print_message"] = await agent.print_message(message="hello from the SDK")
         await agent.go_to_url(url={pages.url("/other")!r}, new_tab=True)
         out["new_tab"] = [(await agent.get_url()).url,
-                          await agent.execute_javascript_on_page(code="document.querySelector('h1').textContent")]
+                          await js(code="document.querySelector('h1').textContent")]
         out["close_tab"] = await agent.close_tab()
         out["after_close"] = (await agent.get_url()).url
         try:
@@ -129,7 +132,8 @@ def test_every_direct_action_of_the_sdk_works_in_the_window(service, browser, wi
     ''')
     value = result.value
     assert value["go_to_url"] is None and value["url"] == pages.url("/form")
-    assert value["screenshot"]["png"] == b"\x89PNG\r\n\x1a\n".hex() and value["screenshot"]["mime"] == "image/png"
+    assert value["screenshot"]["png"] == b"\x89PNG\r\n\x1a\n".hex()
+    assert value["screenshot"]["mime"] == "image/png"
     assert value["screenshot"]["name"] and value["screenshot"]["timestamp"]
     assert '<button id="go"' in value["full_html"] and "<title>Form</title>" in value["full_html"]
     assert "Go" in value["simplified_html"]
@@ -166,3 +170,30 @@ def test_another_keys_window_is_a_clear_sdk_error(service, window, module_key):
         assert "404" in message and "is not available to this API key" in message, message
     # The owner's window is untouched and still online.
     assert [w["state"] for w in windows_of(service.base, module_key)] == ["online"]
+
+
+def test_closing_the_environment_closes_its_window(service, browser, window, module_key, pages):
+    """RemoteBrowserEnvironment.close() sends close_window: the window closes and leaves the key's list."""
+    from tests.conftest import wait_until
+
+    driver = browser.driver
+    main = driver.current_window_handle
+    driver.switch_to.new_window("window")
+    second = wait_until(lambda: [w["browserWindowId"] for w in windows_of(service.base, module_key)
+                                 if w["browserWindowId"] != window], what="the second window to register")[0]
+    try:
+        result = sdk(service, module_key, f'''
+            from narada import Agent, RemoteBrowserEnvironment
+            env = RemoteBrowserEnvironment(browser_window_id={second!r})
+            agent = Agent(environment=env)
+            await agent.go_to_url(url={pages.url("/other")!r})
+            title = await agent.execute_javascript_on_page(code="document.title")
+            await env.close()
+            emit(title=title)
+        ''')
+        assert result.value == {"title": "Other"}
+        wait_until(lambda: len(driver.window_handles) == 1, what="the window to close")
+    finally:
+        driver.switch_to.window(main)
+    wait_until(lambda: [w["browserWindowId"] for w in windows_of(service.base, module_key)] == [window],
+               what="the closed window to leave the list")
