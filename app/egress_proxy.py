@@ -112,7 +112,7 @@ class EgressProxy:
 
     def new_refusals(self):
         """The policy refusals since the last call (for the trace entry of the action that caused them); names
-        that did not resolve are left out (see proxy_plugin._unresolvable)."""
+        that did not resolve are left out (see app/egress_plugin._unresolvable)."""
         found = self.refusals()
         fresh, self._seen = found[self._seen:], len(found)
         return [r for r in fresh if r.get("kind", "policy") == "policy"]
