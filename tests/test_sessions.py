@@ -10,7 +10,8 @@ import requests
 
 from app.extensions import db
 from app.models import CloudSession
-from app.sessions.browsers import profile_processes
+from app.egress_proxy import proxies_under
+from app.sessions.browsers import egress_dir, profile_processes
 from tests.conftest import wait_until
 from tests.sdk_support import LiveService, run_sdk
 
@@ -184,15 +185,17 @@ def test_stop_ends_the_session_and_its_browser_processes(service, api_key, site)
                json={"session_id": created["session_id"]}).json()["success"] is True  # idempotent
 
 
-def test_an_idle_session_is_ended_by_the_sweep(service, api_key):
+def test_an_idle_session_is_ended_by_the_sweep(app, service, api_key):
     created = create(service, api_key, session_timeout=2)
     row = session_row(created["session_id"])
-    assert profile_processes(row.profile_dir)
+    egress = egress_dir(app.config, row.id)
+    assert profile_processes(row.profile_dir) and proxies_under(egress)
     ended = wait_until(lambda: (lambda r: r if r.status == "ended" else None)(session_row(created["session_id"])),
                        "the idle sweep", timeout=60)
     assert ended.end_reason == "timed_out"
     # The row says ended first (no new task may start), then the sweep stops the processes.
     wait_until(lambda: profile_processes(row.profile_dir) == [], "the browser processes to end", timeout=30)
+    wait_until(lambda: proxies_under(egress) == [], "the session's egress proxy to end", timeout=30)
     submitted = api(service, api_key, "POST", "/remote-dispatch", json={
         "prompt": "answer hi", "cloudBrowserSessionId": created["session_id"]})
     assert submitted.status_code == 409 and "has ended (timed_out)" in submitted.json()["message"]

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 import requests
 
+from ..egress_proxy import EgressProxy, ProxyFailed, stop_proxies_under
+
 log = logging.getLogger(__name__)
 
 # Spoken over plain HTTP (the W3C protocol): Selenium itself is imported only by the workers, which
@@ -44,8 +46,14 @@ def downloads_dir(config, session_id):
     return session_dir(config, session_id) / "downloads"
 
 
-def chrome_options(config, profile_dir=None, downloads=None):
-    """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser."""
+def egress_dir(config, session_id):
+    """Where the session's egress proxy keeps its port file and refusal log (the tasks' workers read it)."""
+    return session_dir(config, session_id) / "egress"
+
+
+def chrome_options(config, proxy, profile_dir=None, downloads=None):
+    """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
+    its egress proxy."""
     width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
     args = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
@@ -53,8 +61,7 @@ def chrome_options(config, profile_dir=None, downloads=None):
             f"--window-size={int(width)},{int(height or 900)}", f"--lang={config.get('BROWSER_LOCALE', 'en-US')}"]
     if os.geteuid() == 0:  # Chromium refuses to run as root with its sandbox
         args.append("--no-sandbox")
-    if config.get("BROWSER_PROXY"):  # the egress policy's proxy, as for cloud_browser
-        args += [f"--proxy-server=http://{config['BROWSER_PROXY']}", "--proxy-bypass-list=<-loopback>"]
+    args += [arg for arg in proxy.chromium_arguments() if arg not in args]  # as cloud_browser's
     if profile_dir:
         args.append(f"--user-data-dir={profile_dir}")
     prefs = {"credentials_enable_service": False, "profile.password_manager_enabled": False,
@@ -65,19 +72,35 @@ def chrome_options(config, profile_dir=None, downloads=None):
 
 
 def launch(config, session_id):
-    """Start the session's browser: on SELENIUM_REMOTE_URL when set, else on a chromedriver of our own."""
-    if config.get("SELENIUM_REMOTE_URL"):
-        return _launch_on_grid(config, session_id)
-    return _launch_local(config, session_id)
+    """Start the session's browser behind an egress proxy of its own (the cloud_browser policy): on
+    SELENIUM_REMOTE_URL when set, else on a chromedriver of our own."""
+    # Started first and waited for last, as for cloud_browser; its own process group outlives this request.
+    proxy = EgressProxy(config, session_id, directory=egress_dir(config, session_id)).start()
+    try:
+        if config.get("SELENIUM_REMOTE_URL"):
+            launched = _launch_on_grid(config, session_id, proxy)
+        else:
+            launched = _launch_local(config, session_id, proxy)
+        try:
+            proxy.wait_ready()
+        except ProxyFailed as exc:
+            terminate(launched.webdriver_url, launched.webdriver_session, launched.host, launched.pid,
+                      launched.profile_dir)
+            raise LaunchFailed(str(exc)) from None
+    except BaseException:
+        proxy.stop()
+        raise
+    threading.Thread(target=proxy.proc.wait, name=f"reap-egress-proxy-{proxy.proc.pid}", daemon=True).start()
+    return launched
 
 
-def _launch_on_grid(config, session_id):
+def _launch_on_grid(config, session_id, proxy):
     url = config["SELENIUM_REMOTE_URL"].rstrip("/")
-    caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options(config)})
+    caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options(config, proxy)})
     return Launched(url, caps["sessionId"], caps["capabilities"].get("se:cdp"), host="grid")
 
 
-def _launch_local(config, session_id):
+def _launch_local(config, session_id, proxy):
     for path in (config["CHROMEDRIVER_PATH"], config["CHROMIUM_PATH"]):
         if not os.access(path, os.X_OK):
             raise LaunchFailed(f"{path} is not installed (make browser installs Chromium and chromedriver).")
@@ -97,7 +120,7 @@ def _launch_local(config, session_id):
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc)
-        options = {**chrome_options(config, profile, downloads), "binary": config["CHROMIUM_PATH"]}
+        options = {**chrome_options(config, proxy, profile, downloads), "binary": config["CHROMIUM_PATH"]}
         caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": options})
     except BaseException:
         _kill_group(proc.pid, str(profile))
@@ -148,8 +171,10 @@ def is_alive(webdriver_url, webdriver_session):
         return False
 
 
-def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir=None, extra_pids=()):
-    """End the WebDriver session and every process of it we started on this host. Idempotent."""
+def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir=None, extra_pids=(),
+              egress=None):
+    """End the WebDriver session and every process of it we started on this host (`egress`: the session's
+    egress_dir, whose proxy goes last, once no browser can use it). Idempotent."""
     if webdriver_url and webdriver_session:
         try:
             requests.delete(f"{webdriver_url}/session/{webdriver_session}", timeout=15)
@@ -166,6 +191,8 @@ def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir
     if profile_dir:
         _reap_profile_processes(profile_dir)
         shutil.rmtree(Path(profile_dir).parent / "profile", ignore_errors=True)
+    if egress and MARKER in str(egress):
+        stop_proxies_under(egress)
 
 
 def _kill_group(pid, profile_dir):

@@ -51,7 +51,7 @@ def create(api_key_id, name=None, timeout=None, cdp=False):
     db.session.commit()
     if not started:  # stopped while it was starting: its browser must not outlive it
         browsers.terminate(launched.webdriver_url, launched.webdriver_session, launched.host, launched.pid,
-                           launched.profile_dir)
+                           launched.profile_dir, egress=browsers.egress_dir(config, session_id))
         raise ApiError(409, "Session Ended", f"Cloud browser session '{session_id}' was stopped while starting.")
     return get(api_key_id, session_id)
 
@@ -118,7 +118,7 @@ def end(session_id, reason):
     if row is None:
         return False
     browsers.terminate(row.webdriver_url, row.webdriver_session, row.host, row.pid, row.profile_dir,
-                       extra_pids=(row.cdp_proxy_pid,))
+                       extra_pids=(row.cdp_proxy_pid,), egress=browsers.egress_dir(current_app.config, session_id))
     log.info("cloud session %s ended (%s)", session_id, reason)
     return True
 
@@ -197,7 +197,8 @@ def end_abandoned_starts(seconds=300):
         row = _mark_ended(session_id, "failed")
         if row is not None:
             profile = browsers.session_dir(current_app.config, session_id) / "profile"
-            browsers.terminate(None, None, row.host or None, None, str(profile))
+            browsers.terminate(None, None, row.host or None, None, str(profile),
+                               egress=browsers.egress_dir(current_app.config, session_id))
     return len(stuck)
 
 

@@ -13,10 +13,12 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 
 from app.egress import Policy
+from app.egress_proxy import EgressProxy
 from app.errors import ApiError
 from app.extensions import db
 from app.files.service import referenced_keys
 from app.models import StoredFile
+from app.sessions import browsers
 from app.sessions import service as sessions
 
 from . import attachments, pages
@@ -543,6 +545,10 @@ class KeptSessionEnvironment(BrowserEnvironment):
         except ApiError as exc:
             raise BrowserUnavailable(exc.message) from None
         self.session_id = session.id
+        # The session's own egress proxy (app/sessions/browsers.py) checks its browser's connections; its
+        # refusal log, read here, puts what it refused during each step into the trace. Never stopped here.
+        self.egress = EgressProxy(config, directory=browsers.egress_dir(config, session.id))
+        self.egress.new_refusals()  # earlier tasks' refusals are not this task's
         try:
             return KeptSessionBrowser(
                 webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,

@@ -1,6 +1,6 @@
 """The proxy.py plugin that makes the browser's egress proxy connect only to addresses app.egress checked.
 
-Loaded by `python -m proxy --plugins workers.browser.proxy_plugin.EgressPlugin` (see workers/browser/egress.py),
+Loaded by `python -m proxy --plugins app.egress_plugin.EgressPlugin` (see app/egress_proxy.py),
 with the policy's settings in RD_EGRESS_POLICY (JSON) and the refusal log's path in RD_EGRESS_LOG.
 """
 import json
