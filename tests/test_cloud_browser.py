@@ -314,7 +314,9 @@ def test_browsers_of_a_sigkilled_worker_are_reaped_when_a_worker_starts(client, 
     rescuer = WorkerProcess(queues="webhooks", concurrency=1, name="browser-rescuer")  # takes no task
     try:
         no_browser_left()
-        assert not any(os.path.exists(profile) for profile in orphans.values())
+        # the reaper removes each profile after its processes are gone
+        wait_until(lambda: not any(os.path.exists(profile) for profile in orphans.values()),
+                   what="the orphans' profiles to be removed", timeout=30)
     finally:
         rescuer.stop()
 

@@ -318,9 +318,7 @@ def test_a_browser_task_shows_its_timeline_and_gif(live, browser, key, unpublish
     ]
     lifecycle.finish(request_id, "error", lifecycle.failure_response("element 'Buy' not found"),
                      {"actions": 2, "credits": 2.0}, trace=trace)
-    store_gif = getattr(dispatch_service, "store_gif", None)
-    if store_gif:
-        store_gif(request_id, _tiny_gif())
+    dispatch_service.store_gif(request_id, _tiny_gif())
     sign_in(browser, live, key)
     browser.get(f"{live.base}/console/tasks/{request_id}")
     steps = browser.find_elements(By.CSS_SELECTOR, "#timeline li")
@@ -330,9 +328,6 @@ def test_a_browser_task_shows_its_timeline_and_gif(live, browser, key, unpublish
     assert "Reason: element 'Buy' not found" in steps[1].text
     assert steps[2].text.startswith("Failed: element 'Buy' not found")
     assert "Failed:" not in steps[0].text
-    if not store_gif:
-        screenshot(browser, "task-browser")
-        pytest.xfail("GIF storage (app.dispatch.service.store_gif / task_gif) arrives with issue 10")
     wait_for(browser, lambda d: d.execute_script(
         "const i = document.getElementById('gif'); return i && i.complete && i.naturalWidth > 0"), "the GIF")
     screenshot(browser, "task-browser")
@@ -355,14 +350,6 @@ def test_windows_page_and_window_picker(live, browser, key, unpublished):
     sign_in(browser, live, key)
     browser.find_element(By.LINK_TEXT, "Windows").click()
     assert "Browser windows" in text_of(browser, "h1")
-    try:
-        import app.windows.service  # noqa: F401 (client mode: issue 11)
-    except ImportError:
-        assert "not part of this server yet" in text_of(browser, "main")
-        screenshot(browser, "windows")
-        browser.get(live.base + "/console/tasks/new")
-        assert not browser.find_elements(By.ID, "browserWindowId")
-        return
     laptop, desktop = (browser.find_element(By.XPATH, f"//section[.//h2[contains(., '{name}')]]")
                        for name in ("Work laptop", "Old desktop"))
     assert "Online" in laptop.text and "answer from the laptop" in laptop.text

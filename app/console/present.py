@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 import jsonschema
 
 from ..dispatch import service as tasks
+from ..windows.service import list_windows
 
 STATUS_LABELS = {"pending": "Running", "success": "Succeeded", "error": "Failed",
                  "input-required": "Needs input"}
@@ -83,41 +84,23 @@ def task(task):
         "trace": [_step(e) for e in (task.trace or [])],
         "question": question, "inputId": (hitl or {}).get("inputId"),
         "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required",
-        "hasGif": task.status not in ACTIVE and _gif_reader() is not None
-                  and _gif_reader()(task.api_key_id, task.id) is not None,
+        "hasGif": task.status not in ACTIVE and tasks.task_gif(task.api_key_id, task.id) is not None,
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
         "callbackUrl": task.callback_url,
     }
 
 
-def _gif_reader():
-    """The GIF store of the browser agent (issue 10), when this build has it."""
-    return getattr(tasks, "task_gif", None)
-
-
 def gif(api_key_id, task_id):
-    tasks.get_task(api_key_id, task_id)  # 404 for another key's task, whatever the store does
-    reader = _gif_reader()
-    return reader(api_key_id, task_id) if reader else None
+    return tasks.task_gif(api_key_id, task_id)  # 404 for another key's task
 
 
 def windows(api_key_id):
-    """The key's browser windows, or None when this build has no client mode yet."""
-    try:
-        from ..windows.service import list_windows
-    except ImportError:
-        return None
-    return [_window(w) for w in list_windows(api_key_id)]
-
-
-def _window(window):
-    get = window.get if isinstance(window, dict) else lambda name, default=None: getattr(window, name, default)
-    return {"id": get("id"), "name": get("name") or get("label") or get("id"), "online": bool(get("online")),
-            "lastSeenAt": get("lastSeenAt"), "recentTasks": get("recentTasks")}
+    """The key's open browser windows, as GET /fast/v2/browser-windows lists them."""
+    return [{"id": w["browserWindowId"], "name": w["label"] or w["browserWindowId"], "online": w["state"] == "online",
+             "lastSeenAt": w["lastSeenAt"]}
+            for w in list_windows(api_key_id)["windows"]]
 
 
 def window_with_tasks(api_key_id, window):
-    if window["recentTasks"] is None:
-        recent = tasks.task_page(api_key_id, window=window["id"], limit=5)["tasks"]
-        window = {**window, "recentTasks": [row(t) for t in recent]}
-    return window
+    recent = tasks.task_page(api_key_id, window=window["id"], limit=5)["tasks"]
+    return {**window, "recentTasks": [row(t) for t in recent]}

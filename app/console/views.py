@@ -227,11 +227,8 @@ def rerun(task_id):
 @blp.route("/windows")
 @signed_in
 def windows():
-    listed = present.windows(g.api_key.id)
-    if listed is None:
-        return render_template("console/windows.html", key=g.api_key, windows=None)
     return render_template("console/windows.html", key=g.api_key,
-                           windows=[present.window_with_tasks(g.api_key.id, w) for w in listed])
+                           windows=[present.window_with_tasks(g.api_key.id, w) for w in present.windows(g.api_key.id)])
 
 
 @blp.route("/schema-check.json", methods=["POST"])

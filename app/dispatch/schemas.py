@@ -222,7 +222,11 @@ class SubmitSchema(LenientSchema):
     chatHistory = fields.List(fields.Nested(ChatMessageSchema), allow_none=True)
     additionalContext = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
     reasoningMode = fields.String(allow_none=True)
-    callbackUrl = fields.String(allow_none=True, metadata={"pattern": HTTPS_URL})
+    callbackUrl = fields.String(allow_none=True, metadata={
+        "pattern": HTTPS_URL,
+        "description": "HTTPS webhook address. Hosts written in a form URL parsers disagree on (an IPv4 address "
+                       "other than a.b.c.d, such as 127.1 or 0x7f.0.0.1) are refused (400), as are hosts that "
+                       "resolve to non-public addresses."})
     callbackSecret = fields.String(allow_none=True)
     callbackHeaders = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
     wait = StrictBoolean(load_default=False)

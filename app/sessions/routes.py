@@ -28,7 +28,7 @@ def _authenticate():
 @blp.route("/cloud-browser/create-and-initialize-cloud-browser-session")
 class CreateSession(MethodView):
     @requests_limit
-    @blp.arguments(CreateSessionSchema)
+    @blp.arguments(CreateSessionSchema, required=False)
     @blp.response(200, SessionCreatedSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
@@ -47,7 +47,7 @@ class CreateSession(MethodView):
 @blp.route("/cloud-browser/create-cloud-browser-session")
 class CreateCdpSession(MethodView):
     @requests_limit
-    @blp.arguments(CreateSessionSchema)
+    @blp.arguments(CreateSessionSchema, required=False)
     @blp.response(200, CdpSessionCreatedSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")

@@ -30,7 +30,7 @@ class Windows(MethodView):
         return service.list_windows(g.api_key.id, query["includeClosed"])
 
     @requests_limit
-    @blp.arguments(RegisterSchema)
+    @blp.arguments(RegisterSchema, required=False)
     @blp.response(201, WindowSchema)
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     def post(self, data):
@@ -41,7 +41,8 @@ class Windows(MethodView):
         return service.register(g.api_key.id, data.get("label"), request.headers.get("User-Agent"))
 
 
-@blp.route("/browser-windows/<string:window_id>")
+# <uuid:…>: "/browser-windows/poll" must not also name a window (OPTIONS would list DELETE there).
+@blp.route("/browser-windows/<uuid:window_id>")
 class Window(MethodView):
     @requests_limit
     @blp.response(204)
@@ -52,10 +53,10 @@ class Window(MethodView):
 
         It takes no more tasks; commands waiting for it fail at once.
         """
-        service.close(g.api_key.id, window_id)
+        service.close(g.api_key.id, str(window_id))
 
 
-@blp.route("/browser-windows/<string:window_id>/tasks")
+@blp.route("/browser-windows/<uuid:window_id>/tasks")
 class WindowTasks(MethodView):
     @polls_limit
     @blp.response(200, WindowTaskListSchema)
@@ -66,7 +67,7 @@ class WindowTasks(MethodView):
 
         Newest first, with the running task's trace so far (the side panel).
         """
-        return service.window_tasks(g.api_key.id, window_id)
+        return service.window_tasks(g.api_key.id, str(window_id))
 
 
 @blp.route("/browser-windows/poll")

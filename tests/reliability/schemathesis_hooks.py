@@ -9,13 +9,14 @@ SUBMIT = ("POST", "/fast/v2/remote-dispatch")
 # Schema cannot say it: state (another key's or an unknown request, file, window), a jsonSchema that is
 # not a JSON Schema, two MCP servers whose labels give one tool prefix, a time zone the server's tz
 # database does not know, callbackHeaders other than Authorization / x-… (422 alone, 400 with others),
-# a reused Idempotency-Key.
+# a reused Idempotency-Key, a callbackUrl host written in a form parsers disagree on.
 DESCRIBED_STATE = ("previousRequestId '", "attachment key '")  # refused by the service, one at a time
 DESCRIBED_FIELD_ERRORS = {  # validation: "<field>: <problem>" parts, one per field
     "responseFormat": "responseFormat: jsonSchema: not a valid JSON Schema",
     "mcpServers": "mcpServers: each MCP server needs its own label",
     "timeZone": "timeZone: '",
     "callbackHeaders": "callbackHeaders: header(s) ",
+    "callbackUrl": "callbackUrl: URL host ",  # a host parsers read differently (the field's description)
 }
 SUBMIT_FIELDS = ("prompt", "browserWindowId", "executionMode", "clearChat", "previousRequestId", "generateGif",
                  "responseFormat", "attachments", "timeZone", "mcpServers", "secretVariables", "inputVariables",
