@@ -70,6 +70,11 @@ class StrictBoolean(fields.Boolean):
     truthy = {True}
     falsy = {False}
 
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):  # 0 and 1 are in {False} and {True}: equal and of the same hash
+            raise self.make_error("invalid")
+        return value
+
 
 class ResponseFormatSchema(LenientSchema):
     type = fields.String(required=True, validate=validate.OneOf(
@@ -182,8 +187,11 @@ def _check_outbound(url, schemes, pattern, what):
 
 
 class McpServerSchema(LenientSchema):
-    url = fields.String(required=True, validate=validate.Length(min=1, max=2000),
-                        metadata={"pattern": HTTP_URL})
+    url = fields.String(required=True, validate=validate.Length(min=1, max=2000), metadata={
+        "pattern": HTTP_URL,
+        "description": "The server's URL. A host that is not a valid name or a canonical address (an IPv4 "
+                       "address other than a.b.c.d, such as 127.1) is refused (400), as are hosts that resolve to "
+                       "non-public addresses."})
     label = fields.String(allow_none=True, validate=validate.Length(max=100))
     description = fields.String(allow_none=True, validate=validate.Length(max=2000))
     authentication = fields.Nested(McpAuthenticationSchema, allow_none=True)
@@ -224,9 +232,9 @@ class SubmitSchema(LenientSchema):
     reasoningMode = fields.String(allow_none=True)
     callbackUrl = fields.String(allow_none=True, metadata={
         "pattern": HTTPS_URL,
-        "description": "HTTPS webhook address. Hosts written in a form URL parsers disagree on (an IPv4 address "
-                       "other than a.b.c.d, such as 127.1 or 0x7f.0.0.1) are refused (400), as are hosts that "
-                       "resolve to non-public addresses."})
+        "description": "HTTPS webhook address. A host that is not a valid name or a canonical address (an IPv4 "
+                       "address other than a.b.c.d, such as 127.1 or 0x7f.0.0.1) is refused (400), as are hosts "
+                       "that resolve to non-public addresses."})
     callbackSecret = fields.String(allow_none=True)
     callbackHeaders = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
     wait = StrictBoolean(load_default=False)

@@ -3,16 +3,16 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import ValidationError, fields, validate, validates
 
-from ..dispatch.schemas import LenientSchema
+from ..dispatch.schemas import LenientSchema, StrictBoolean
 
 STOP_STATUSES = ("complete", "terminated", "failed", "timed_out")
 
 
 class CreateSessionSchema(LenientSchema):
-    require_extension = fields.Boolean(load_default=False, allow_none=True, metadata={
+    require_extension = StrictBoolean(load_default=False, allow_none=True, metadata={
         "description": "Ignored: sessions are driven by the service, with no extension."})
     session_name = fields.String(allow_none=True, validate=validate.Length(max=200))
-    session_timeout = fields.Integer(allow_none=True, metadata={
+    session_timeout = fields.Integer(strict=True, allow_none=True, metadata={
         "description": "Idle limit in seconds (default CLOUD_SESSION_TIMEOUT_SECONDS)."})
 
     @validates("session_timeout")

@@ -11,17 +11,19 @@ SUBMIT = ("POST", "/fast/v2/remote-dispatch")
 # database does not know, callbackHeaders other than Authorization / x-… (422 alone, 400 with others),
 # a reused Idempotency-Key, a callbackUrl host written in a form parsers disagree on.
 DESCRIBED_STATE = ("previousRequestId '", "attachment key '")  # refused by the service, one at a time
-DESCRIBED_FIELD_ERRORS = {  # validation: "<field>: <problem>" parts, one per field
-    "responseFormat": "responseFormat: jsonSchema: not a valid JSON Schema",
-    "mcpServers": "mcpServers: each MCP server needs its own label",
-    "timeZone": "timeZone: '",
-    "callbackHeaders": "callbackHeaders: header(s) ",
-    "callbackUrl": "callbackUrl: URL host ",  # a host parsers read differently (the field's description)
-}
+DESCRIBED_FIELD_ERRORS = (  # validation: "<field>: <problem>" parts, one per field
+    "responseFormat: jsonSchema: not a valid JSON Schema",
+    "mcpServers: each MCP server needs its own label",
+    "mcpServers: N: url: URL ",  # a host that is no valid name or canonical address (the field's description)
+    "timeZone: '",
+    "callbackHeaders: header(s) ",
+    "callbackUrl: URL ",  # a host that is no valid name or canonical address (the field's description)
+)
 SUBMIT_FIELDS = ("prompt", "browserWindowId", "executionMode", "clearChat", "previousRequestId", "generateGif",
                  "responseFormat", "attachments", "timeZone", "mcpServers", "secretVariables", "inputVariables",
                  "chatHistory", "additionalContext", "reasoningMode", "callbackUrl", "callbackSecret",
                  "callbackHeaders", "wait", "cloudBrowserSessionName", "body")
+ITEM_INDEX = re.compile(r"^(\w+: )\d+: ")
 FIELD_PART = re.compile(r"(?:^| )(?=(?:" + "|".join(SUBMIT_FIELDS) + r"): )")
 
 
@@ -29,7 +31,8 @@ def only_described_refusals(message):
     if message.startswith(DESCRIBED_STATE):
         return True
     parts = [part for part in FIELD_PART.split(message) if part]
-    return bool(parts) and all(part.startswith(tuple(DESCRIBED_FIELD_ERRORS.values())) for part in parts)
+    parts = [ITEM_INDEX.sub(r"\1N: ", part) for part in parts]  # "mcpServers: 2: …" → "mcpServers: N: …"
+    return bool(parts) and all(part.startswith(DESCRIBED_FIELD_ERRORS) for part in parts)
 
 
 ACCEPTED = (401, 404, 408, 409, 422, 429)  # window not found, wait timeout, callbackHeaders and key reuse
