@@ -226,6 +226,20 @@ def test_a_failed_action_says_why_and_the_browser_is_closed(client, api_key, pag
     no_browser_left()
 
 
+def test_a_url_with_a_placeholder_that_is_no_secret_is_not_opened(client, api_key, pages, browser_worker):
+    # A small model writes `go to ${USER}`: the browser must not send a made-up host name to DNS.
+    request_id = submit(client, api_key, {
+        **BROWSER, "prompt": f"/Operator\ngo to {pages.url('/login')}\ngo to https://${{USER}}.example/\nextract h1",
+        "secretVariables": {"PASSWORD": SECRET}}).get_json()["requestId"]
+    body = wait_for_status(client, api_key, request_id, timeout=60)
+    refused = body["response"]["actionTrace"][1]
+    assert refused["action"] == "go to https://${USER}.example/" and refused["failed"] is True
+    assert refused["error"].startswith("navigation refused: ${USER} is not a secret placeholder of this task")
+    assert refused["url"] == pages.url("/login")  # the browser stayed where it was
+    assert "refused" not in refused  # nothing reached the egress proxy
+    no_browser_left()
+
+
 def test_at_a_question_the_browser_closes_and_the_answer_resumes_on_the_same_page(
         client, api_key, pages, browser_worker):
     request_id = submit(client, api_key, {

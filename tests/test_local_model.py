@@ -6,6 +6,8 @@ server received was accepted, the task reaches a terminal state with a well-form
 the tokens the server reported, and secrets never reach it; for the easiest prompt, the right answer.
 """
 import json
+import re
+from urllib.parse import quote_plus
 
 import jsonschema
 import pytest
@@ -14,6 +16,7 @@ from tests.conftest import WorkerProcess, wait_for_status
 from tests.llm_server import ScriptedModel, tool_call
 from tests.local_model import LocalModel
 from tests.page_server import PageServer
+from tests.test_cloud_browser import HOME, LOGIN, no_browser_left, ours
 
 WAIT = 1200  # seconds; a model call takes 1 s on an idle core, far longer on a busy shared machine
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(WAIT + 300)]
@@ -41,7 +44,8 @@ def model_worker(app, model):
 @pytest.fixture(scope="module")
 def pages():
     server = PageServer({"/heron": "<html><head><title>Herons</title></head><body>"
-                                   "<h1>The grey heron</h1><p>A long-legged bird.</p></body></html>"})
+                                   "<h1>The grey heron</h1><p>A long-legged bird.</p></body></html>",
+                         "/login": LOGIN, "/home": HOME})
     yield server
     server.close()
 
@@ -132,6 +136,63 @@ def test_an_ask_user_round_trip_continues_on_the_real_model(client, api_key, app
     call, result = json.loads(exchanges[0]["raw"])["messages"][-2:]
     assert call["tool_calls"][0]["function"]["name"] == "ask_user" and call["content"] == ""
     assert result == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": "Lyon"}
+
+
+def test_a_cloud_browser_task_continues_on_the_real_model(client, api_key, app, model, pages):
+    # The 135M model seldom opens a page on its own: a scripted model opens the login page, types the secret
+    # and asks; the real model then carries on in the browser from the page views and tool results it is sent.
+    assert not ours()
+    secret = "Pa55-Local-Browser!7"
+    settings = {**SETTINGS, "MAX_STEPS": 6}
+    scripted = ScriptedModel()
+    asker = WorkerProcess(env=scripted.env(**settings), name="browser-asker")
+    try:
+        scripted.script(tool_call("go_to", url=pages.url("/login")),
+                        tool_call("type", text="${PASSWORD}", target="#p"),
+                        tool_call("ask_user", question="Which button signs in?"))
+        request_id = _submit(client, api_key, {
+            "executionMode": "cloud_browser", "secretVariables": {"PASSWORD": secret},
+            "prompt": f"/Operator Sign in on {pages.url('/login')} with the password ${{PASSWORD}} "
+                      "and tell me the heading of the page you reach."})
+        body = wait_for_status(client, api_key, request_id, TERMINAL, WAIT)
+        assert body["status"] == "input-required", body
+    finally:
+        asker.stop()
+        scripted.close()
+    no_browser_left()  # nothing is held while the question waits
+    prior, paused_entries = body["usage"], len(body["response"]["actionTrace"])
+    model.clear()
+    proc = WorkerProcess(env=model.env(**settings), name="local-model-browser")
+    try:
+        answered = client.post(f"/fast/v2/remote-dispatch/responses/{request_id}/input", headers={"x-api-key": api_key},
+                               json={"answer": "Sign in", "inputId": body["hitlInputMetadata"]["inputId"]})
+        assert answered.status_code == 202
+        body = wait_for_status(client, api_key, request_id, ("success", "error"), WAIT)
+        log = proc.output()
+    finally:
+        proc.stop()
+    exchanges = assert_sound(model, body, prior_credits=prior["credits"], prior_actions=prior["actions"],
+                             prior_entries=paused_entries)
+    first = json.loads(exchanges[0]["raw"])
+    assert {"go_to", "read_page", "click", "type", "select", "press", "scroll", "hover", "wait_for", "go_back",
+            "switch_tab", "extract"} <= {t["function"]["name"] for t in first["tools"]}  # all compiled and accepted
+    # The real server accepted the browser's tool calls and page views: the login form, as numbered elements.
+    results = [m for m in first["messages"] if m["role"] == "tool"]
+    assert "Sign in" in results[0]["content"] and re.search(r"\[\d+\]<input", results[0]["content"])
+    trace = body["response"]["actionTrace"]
+    assert [e["action"] for e in trace[:2]] == [f"go to {pages.url('/login')}", 'type ${PASSWORD} into "#p"']
+    actions = [e for e in trace if "browserSession" in e]
+    assert len(actions) == body["usage"]["actions"], trace  # every action ran in the browser
+    for entry in actions:  # the page the browser was on after the action (a secret in it as its placeholder)
+        assert entry["url"] and "://" in entry["url"], entry
+        if entry["action"].startswith(f"go to {pages.url('/')}") and not entry.get("failed"):
+            assert entry["url"].split("?")[0] == entry["action"][len("go to "):].split("?")[0], entry
+        if re.match(r"go to .*\$\{(?!PASSWORD\})", entry["action"]):  # a made-up placeholder: not opened
+            assert entry["failed"] and "is not a secret placeholder" in entry["error"], entry
+    for exchange in exchanges:
+        assert secret not in exchange["raw"] and quote_plus(secret) not in exchange["raw"]
+    assert secret not in json.dumps(body) and secret not in log
+    no_browser_left()
 
 
 def _submit(client, api_key, body):

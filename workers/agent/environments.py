@@ -24,6 +24,7 @@ from app.sessions import service as sessions
 from . import attachments, pages
 from .actions import STRING, Finish, Observation, Outcome, Tool, params
 from .mcp import McpFailure
+from .secrets import PLACEHOLDER
 
 from workers.browser.base import BrowserError, BrowserUnavailable
 
@@ -213,6 +214,16 @@ class GeneralEnvironment(Environment):
         return Observation(text[:MAX_OBSERVATION_CHARS])
 
 
+def unknown_placeholder(url):
+    """Why a URL still holding a ${NAME} after substitution is not opened: NAME is no secret of the task, and a
+    small model writes such URLs (go to ${USER}); opening one would send a made-up host name to DNS."""
+    found = PLACEHOLDER.search(url or "")
+    if found is None:
+        return None
+    return (f"navigation refused: ${{{found[1]}}} is not a secret placeholder of this task; "
+            "go to a real URL (the task's own placeholders are filled in when the step runs).")
+
+
 class HttpPageEnvironment(Environment):
     """The web agent in `cloud` mode: no browser, so pages are read over HTTP (behind the outbound-URL guard)."""
 
@@ -240,6 +251,8 @@ class HttpPageEnvironment(Environment):
         return super().unavailable(name)
 
     def do_go_to(self, url):
+        if unknown := unknown_placeholder(url):
+            return Observation(unknown, self.url(), failed=True)
         try:
             self.page = pages.fetch(url, policy=self.policy, timeout=self.timeout, base=self.url())
         except pages.PageError as exc:
@@ -368,6 +381,8 @@ class BrowserEnvironment(Environment):
     def do_go_to(self, url):
         from workers.browser.egress import check_typed_url
 
+        if unknown := unknown_placeholder(url):
+            return Observation(unknown, self.url(), failed=True)
         if "://" not in url and not url.startswith(("data:", "about:")):
             url = "https://" + url
         return self._act(lambda: self.browser.open(check_typed_url(url)))
