@@ -54,12 +54,18 @@ class Row:
     baseline_name: str = ""
     baseline: float | None = None
     note: str = ""
+    failed: bool = False  # the benchmark's requests failed (or it raised): a figure, but no ratio
 
     @property
     def ratio(self):
-        if self.value is None or not self.baseline:
+        if self.failed or self.value is None or not self.baseline:
             return None
         return self.value / self.baseline
+
+
+def failed_row(section, error):
+    """The row of a benchmark that raised: the table still prints, and the exit status says it failed."""
+    return Row(section, "benchmark failed", None, note=f"FAILED: {type(error).__name__}: {error}"[:300], failed=True)
 
 
 def not_present(section, figure, why="feature not present"):
@@ -98,16 +104,18 @@ def print_table(rows, started):
     lines = [header, "",
              "| # | figure | measured | baseline | baseline value | ratio |",
              "|---|---|---:|---|---:|---:|"]
-    for row in sorted(rows, key=lambda r: r.section[:1]):
-        measured = row.note if row.value is None else _fmt(row.value) + (f" ({row.note})" if row.note else "")
-        ratio = "—" if row.ratio is None else f"{row.ratio:.2f}" if abs(row.ratio) >= 0.01 else f"{row.ratio:.1e}"
-        lines.append(f"| {row.section} | {row.figure} | {measured} | {row.baseline_name} | "
-                     f"{_fmt(row.baseline)} | {ratio} |")
+    lines += [table_line(row) for row in sorted(rows, key=lambda r: r.section[:1])]
     text = "\n".join(lines)
     print("\n" + text, flush=True)
     (LOG_DIR / "results.md").write_text(text + "\n")
     (LOG_DIR / "results.json").write_text(json.dumps(
         [dict(row.__dict__, ratio=row.ratio) for row in rows], indent=2))
+
+
+def table_line(row):
+    measured = row.note if row.value is None else _fmt(row.value) + (f" ({row.note})" if row.note else "")
+    ratio = "—" if row.ratio is None else f"{row.ratio:.2f}" if abs(row.ratio) >= 0.01 else f"{row.ratio:.1e}"
+    return f"| {row.section} | {row.figure} | {measured} | {row.baseline_name} | {_fmt(row.baseline)} | {ratio} |"
 
 
 def say(message):
@@ -312,8 +320,19 @@ def load_note(load, expected):
     """Say so when some responses were not the expected status (e.g. 429 from a rate limit)."""
     other = {code: n for code, n in load.statuses.items() if code != str(expected)}
     if other or load.errors:
-        return f"other statuses {other}, socket errors {load.errors}"
+        return f"FAILED requests: other statuses {other}, socket errors {load.errors}"
     return ""
+
+
+def checked(rows, *loads_expected):
+    """Rows measured from loads: when any (load, expected status) pair had failures, every row is marked
+    failed (no ratio) and the first says which requests failed."""
+    notes = [note for load, expected in loads_expected if (note := load_note(load, expected))]
+    if notes:
+        for row in rows:
+            row.failed = True
+        rows[0].note = "; ".join(notes)
+    return rows
 
 
 def burst(fn, items, threads=8):
@@ -461,11 +480,30 @@ class Stack:
 
 
 def main(*measures):
-    """Run measures (functions of a Stack returning Rows) on one stack and print the table."""
+    """Run measures (functions of a Stack returning Rows) on one stack, each on a clean database session;
+    rows print as they arrive, one that raises becomes a failed row and the rest still run; the table
+    closes the run and the exit status says whether any benchmark failed."""
+    from app.extensions import db
+
     rows = []
     with Stack() as stack:
         for measure in measures:
             say(f"{measure.__module__}: start")
-            rows += measure(stack)
+            db.session.remove()  # no transaction left open by the previous benchmark (its now() would leak)
+            try:
+                new = measure(stack)
+            except Exception as error:  # noqa: BLE001 (reported in its row; the others still run)
+                new = [failed_row(measure.__module__.removeprefix("bench."), error)]
+            finally:
+                db.session.remove()
+            for row in new:
+                if row.value is None and not row.note.startswith("n/a"):
+                    row.failed = True  # a figure the benchmark should have produced and did not
+                say(table_line(row))
+            rows += new
     print_table(rows, stack.started)
+    failed = sorted({row.section for row in rows if row.failed})
+    if failed:
+        say(f"FAILED: {', '.join(failed)}")
+        sys.exit(1)
     return rows

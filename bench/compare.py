@@ -43,13 +43,12 @@ def measure(stack, rev):
         stack.purge("tasks")
     before, after = (common.median_load(loads[name]) for name in servers)
     section, baseline = "1 submit", f"same, app of {rev}"
-    return [
-        Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", after.rps, baseline, before.rps,
-            note=common.load_note(after, 202)),
+    return common.checked([
+        Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", after.rps, baseline, before.rps),
         Row(section, "submit latency p50 (ms)", after.p50_ms, baseline, before.p50_ms),
         Row(section, "submit latency p99 (ms)", after.p99_ms, baseline, before.p99_ms),
         Row(section, "web worker CPU per submit (ms)", after.cpu_ms, baseline, before.cpu_ms),
-    ]
+    ], (after, 202), (before, 202))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ hash, one INSERT of the task row + COMMIT, one publish with publisher confirms o
 message. `run_floor` (a bare Celery task, bench/noop_celery.py) does a task run's claim and finish
 statements and nothing else. The ratios measured ÷ floor say what our code costs above the work.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ import threading
 import uuid
 
 import psycopg2
+import psycopg2.pool
 from kombu import Connection, Exchange, Queue
 
 SUBMIT_QUEUE = "bench_floor_submit"  # nobody consumes it during the submit benchmark; purged after
@@ -26,16 +28,24 @@ def _dsn():
 
 
 class _Pool:
-    """One psycopg2 connection and one kombu producer per thread that asks (gthread threads)."""
+    """Database connections pooled as the service pools them (its SQLAlchemy pool's size and overflow, per
+    process), so the floor holds no more Postgres connections than the product; one kombu producer per
+    thread that asks (gthread threads), as the service's Celery producer pool gives one per thread."""
 
     def __init__(self):
-        self._local = threading.local()
+        from app import _engine_options
 
+        options = _engine_options(_dsn())
+        self._local = threading.local()
+        self._db = psycopg2.pool.ThreadedConnectionPool(0, options["pool_size"] + options["max_overflow"], _dsn())
+
+    @contextlib.contextmanager
     def db(self):
-        conn = getattr(self._local, "db", None)
-        if conn is None or conn.closed:
-            conn = self._local.db = psycopg2.connect(_dsn())
-        return conn
+        conn = self._db.getconn()
+        try:
+            yield conn
+        finally:
+            self._db.putconn(conn, close=bool(conn.closed))
 
     def producer(self):
         producer = getattr(self._local, "producer", None)
@@ -66,8 +76,7 @@ def app(environ, start_response):
     length = int(environ.get("CONTENT_LENGTH") or 0)
     data = json.loads(environ["wsgi.input"].read(length) or b"{}")
     key = environ.get("HTTP_X_API_KEY", "")
-    conn = _pool.db()
-    with conn.cursor() as cur:
+    with _pool.db() as conn, conn.cursor() as cur:
         cur.execute("SELECT id FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL",
                     (hashlib.sha256(key.encode()).hexdigest(),))
         row = cur.fetchone()
@@ -80,7 +89,7 @@ def app(environ, start_response):
                     "cancel_requested, created_at, updated_at) VALUES (%s, %s, 'pending', 'general', %s, %s, "
                     "'{}', 0, false, now(), now())",
                     (task_id, row[0], data.get("executionMode", "cloud"), data.get("prompt", "")))
-    conn.commit()
+        conn.commit()
     name = PIPELINE_QUEUE if "queue=bench_floor" in environ.get("QUERY_STRING", "") else SUBMIT_QUEUE
     headers, body = celery_message(task_id)
     producer = _pool.producer()

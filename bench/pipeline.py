@@ -36,11 +36,11 @@ def measure(stack):
     floor_cpu = common.cpu_seconds(noop_all) - floor_cpu
     return [
         Row("2 pipeline", f"{N} trivial tasks submitted in a burst → all success (tasks/s)", rate, FLOOR,
-            floor_rate, note=floor_note),
+            floor_rate, note=note or floor_note, failed=bool(note or floor_note)),
         Row("2 pipeline", "tasks worker CPU per task (ms, main + pool processes)", cpu * 1000 / N,
             "floor worker (claim + finish only)", floor_cpu * 1000 / N),
         Row("2 pipeline", f"{N} trivial tasks submitted in a burst → all success (tasks/s)", rate, NOOP,
-            noop_rate, note=note),
+            noop_rate, note=note, failed=bool(note)),
         Row("2 pipeline", "tasks worker CPU per task (ms, main + pool processes)", cpu * 1000 / N,
             "bare Celery no-op worker", noop_cpu * 1000 / N),
         Row("5 memory", "tasks worker pool process RSS at rest (MiB)", at_rest, "no-op Celery pool process",

@@ -31,17 +31,15 @@ def measure(stack):
     stack.sql("DELETE FROM tasks")
     base, floor, load = common.median_load(bases), common.median_load(floors), common.median_load(loads)
     section = "1 submit"
-    rows = [
-        Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", load.rps, TRIVIAL, base.rps,
-            note=common.load_note(load, 202)),
+    rows = common.checked([
+        Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", load.rps, TRIVIAL, base.rps),
         Row(section, "submit latency p50 (ms)", load.p50_ms, TRIVIAL, base.p50_ms),
         Row(section, "submit latency p99 (ms)", load.p99_ms, TRIVIAL, base.p99_ms),
         Row(section, "web worker CPU per submit (ms)", load.cpu_ms, TRIVIAL, base.cpu_ms),
-        Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", load.rps, FLOOR, floor.rps,
-            note=common.load_note(floor, 202)),
+        Row(section, f"submit throughput (req/s, {CONNECTIONS} connections)", load.rps, FLOOR, floor.rps),
         Row(section, "submit latency p50 (ms)", load.p50_ms, FLOOR, floor.p50_ms),
         Row(section, "web worker CPU per submit (ms)", load.cpu_ms, FLOOR, floor.cpu_ms),
-    ]
+    ], (load, 202), (floor, 202), (base, 202))
     return rows + web_memory(at_rest, peak.peak, trivial)
 
 
