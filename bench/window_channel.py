@@ -30,6 +30,7 @@ def measure(stack):
 def channel_latencies(stack, base, window_id, headers):
     """An extension stand-in (the same HTTP calls as extension/background.js) polls while this process, like the
     worker's extension driver, sends commands with `app.windows.service.send_command` and waits for results."""
+    from app.extensions import db
     from app.windows.service import send_command
 
     issued, received, posted = {}, {}, {}
@@ -52,6 +53,8 @@ def channel_latencies(stack, base, window_id, headers):
     time.sleep(0.5)  # the first poll is waiting
     received_ms, woken_ms = [], []
     for n in range(SAMPLES):
+        # Each command in a transaction of its own: its expiry counts from now, not from an old transaction's start.
+        db.session.remove()
         issued[n] = time.time()
         send_command(window_id, "get_url", {"n": n}, timeout=30)
         woken = time.time()

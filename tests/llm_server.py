@@ -5,7 +5,10 @@ shape one of them refuses gets HTTP 400 with the reason, so a protocol slip fail
 """
 import json
 import re
+import select
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -27,6 +30,12 @@ def raw_call(name, arguments):
 def text(content):
     """A scripted reply: the model answers in plain text (no tool call)."""
     return {"content": content}
+
+
+def held(seconds, reply):
+    """A scripted reply sent only after `seconds` (a model computing); if the client drops the connection
+    meanwhile, nothing is sent and the drop is counted in ScriptedModel.dropped."""
+    return {"hold": seconds, "then": reply}
 
 
 def failure(status, message="scripted failure"):
@@ -147,6 +156,7 @@ class ScriptedModel:
     def __init__(self):
         self.requests = []
         self.refusals = []  # why requests were refused as malformed (a test expecting none checks it is empty)
+        self.dropped = 0  # held replies whose client hung up before they were sent
         self._script = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -167,6 +177,7 @@ class ScriptedModel:
             self._script = list(replies)
             self.requests.clear()
             self.refusals.clear()
+            self.dropped = 0
 
     def recorded(self):
         """Every request body received so far, as raw text (to search for what the model must never see)."""
@@ -209,6 +220,12 @@ class ScriptedModel:
                         model.refusals.append(problem)
                     return self._send(400, {"error": {"message": problem, "type": "invalid_request_error"}})
                 reply = model._next(body)
+                if "hold" in reply:
+                    if self._client_left_within(reply["hold"]):
+                        with model._lock:
+                            model.dropped += 1
+                        return
+                    reply = reply["then"]
                 if "status" in reply:
                     return self._send(reply["status"], {"error": {"message": reply["message"], "type": "scripted"}})
                 message = {"role": "assistant", "content": reply.get("content")}
@@ -225,6 +242,18 @@ class ScriptedModel:
                                  "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop"}],
                     "usage": {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000},
                 })
+
+            def _client_left_within(self, seconds):
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+                    if readable:
+                        try:
+                            if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                                return True
+                        except OSError:
+                            return True
+                return False
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()

@@ -72,6 +72,10 @@ def execute_task(task_id):
         return
     config = current_app.config
     task = db.session.get(Task, task_id)
+    # Read once and let go: no transaction stays open across the run's slow work (browser start, model
+    # calls, steps), and nothing of the row is reloaded in one.
+    db.session.expunge(task)
+    db.session.rollback()
     secrets = Secrets(unseal(task.secrets_sealed))
     secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
@@ -139,12 +143,17 @@ def _finish_while_leased(lease_seconds, *args, **kwargs):
 
 
 def _cancel_requested(task_id):
-    """Between actions; while the database is unreachable the run goes on (no cancel can land)."""
+    """Between actions and while one waits; while the database is unreachable the run goes on (no cancel
+    can land)."""
     try:
         return lifecycle.cancel_requested(task_id)
     except DATABASE_DOWN:
         db.session.remove()
         return False
+    finally:
+        # The read's transaction ends here: what follows a check is slow work (a model call, a step), and
+        # an open transaction would pin a connection and freeze now() for the task's final write.
+        db.session.rollback()
 
 
 def close_environment(environment):

@@ -2,8 +2,7 @@
 import json
 from datetime import datetime, timezone
 
-import jsonschema
-
+from .. import json_schemas
 from ..dispatch import service as tasks
 from ..windows.service import list_windows
 
@@ -61,10 +60,13 @@ def _output(task):
         if data is not None:
             view["text"] = json.dumps(data, indent=2, ensure_ascii=False)
         if schema:
-            error = jsonschema.exceptions.best_match(
-                jsonschema.validators.validator_for(schema)(schema).iter_errors(data))
-            view["valid"] = error is None
-            view["problem"] = None if error is None else error.message
+            try:  # never fetches: references resolve inside the schema only
+                error = json_schemas.first_error(schema, data)
+            except json_schemas.UnsafeSchema as exc:
+                view["valid"], view["problem"] = False, str(exc)
+            else:
+                view["valid"] = error is None
+                view["problem"] = None if error is None else error.message
     return view
 
 

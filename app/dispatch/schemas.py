@@ -8,6 +8,7 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
 
+from .. import json_schemas
 from ..api import ErrorSchema
 from ..egress import Policy, normalise
 from ..netguard import UnsafeUrl
@@ -79,14 +80,19 @@ class StrictBoolean(fields.Boolean):
 class ResponseFormatSchema(LenientSchema):
     type = fields.String(required=True, validate=validate.OneOf(
         ["jsonSchema"], error="type must be 'jsonSchema'."))
-    jsonSchema = fields.Dict(required=True, metadata={"description": "A valid JSON Schema (400 if not)."})
+    jsonSchema = fields.Dict(required=True, metadata={"description": (
+        "A valid JSON Schema (400 if not). References resolve only inside it (a remote `$ref` is refused, "
+        "nothing is fetched); `pattern`, `patternProperties` and `format: regex` run on RE2 (400 for a "
+        "pattern RE2 cannot run, such as one with a backreference or lookaround).")})
 
     @validates("jsonSchema")
     def _is_json_schema(self, value, **_):
         try:
-            jsonschema.validators.validator_for(value).check_schema(value)
+            json_schemas.check(value)
         except jsonschema.SchemaError as exc:
             raise ValidationError(f"not a valid JSON Schema: {exc.message}") from None
+        except json_schemas.UnsafeSchema as exc:
+            raise ValidationError(f"not accepted: {exc}") from None
 
 
 class ChatMessageSchema(LenientSchema):

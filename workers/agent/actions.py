@@ -73,6 +73,10 @@ class PlannerError(Exception):
     """The planner cannot go on (model unreachable, refused the request); the task ends as error."""
 
 
+class Stopped(Exception):
+    """The run was told to stop (cancel, lease lost, worker shutdown) in the middle of a step."""
+
+
 DESCRIPTIONS = {
     "go_to": "go to {url}", "click": 'click "{target}"', "type": 'type {text} into "{target}"',
     "press": "press {key}", "extract": "extract {selector}", "wait": "wait {seconds:g} s",

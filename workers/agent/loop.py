@@ -5,9 +5,9 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
-import jsonschema
+from app import json_schemas
 
-from .actions import Finish, Observation, Outcome, PlannerError
+from .actions import Finish, Observation, Outcome, PlannerError, Stopped
 from .secrets import Secrets
 
 log = logging.getLogger(__name__)
@@ -72,10 +72,15 @@ class AgentLoop:
         """Run to an Outcome; the final trace entry describes it and carries the credits."""
         started = time.time()
         self.environment.deadline = time.monotonic() + self.budget.wall_clock_seconds
+        # A model call ends with the same budget, and at once on cancel (the planner reads these).
+        self.planner.deadline, self.planner.budget_seconds = self.environment.deadline, self.budget.wall_clock_seconds
+        self.planner.should_stop = self.should_stop
         try:
             outcome = self._steps(started)
         except (BudgetExceeded, PlannerError) as exc:
             outcome = Outcome("error", str(exc))
+        except Stopped:
+            outcome = Outcome("error", "cancelled")
         outcome = replace(outcome, text=self.secrets.redact(outcome.text),
                           structured=self.secrets.redact(outcome.structured))
         self._trace_final(outcome)
@@ -179,7 +184,10 @@ def _structured(outcome, schema):
             content = json.loads(outcome.text)
         except ValueError:
             return None, "the answer is not JSON."
-    error = jsonschema.exceptions.best_match(jsonschema.validators.validator_for(schema)(schema).iter_errors(content))
+    try:
+        error = json_schemas.first_error(schema, content)
+    except json_schemas.UnsafeSchema as exc:
+        return None, str(exc)
     if error is None:
         return content, None
     where = "/".join(str(p) for p in error.absolute_path)

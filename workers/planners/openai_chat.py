@@ -1,14 +1,16 @@
 """The model planner: OpenAI-compatible chat completions with tool calling (OpenAI, Ollama, vLLM, LiteLLM...)."""
 import json
 import logging
+import time
 
 import jsonschema
 import openai
 
-from workers.agent.actions import Action, PlannerError, describe
+from app import json_schemas
+from workers.agent.actions import Action, PlannerError, Stopped, describe
 from workers.agent.conversation import new_call_id
 
-from . import tool_schemas
+from . import model_call, tool_schemas
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,10 @@ def system_prompt(brief):
 
 class ChatPlanner:
     can_repair = True
+    # The agent loop sets these: a model call ends with the task's time budget, and on cancel.
+    deadline = None  # time.monotonic() value
+    budget_seconds = None
+    should_stop = staticmethod(lambda: False)
     MAX_MALFORMED = 3  # replies in a row whose tool calls cannot run before the task ends
     MAX_NUDGES = 2  # empty replies in a row answered with a reminder before the task ends
 
@@ -52,10 +58,12 @@ class ChatPlanner:
         self.tools = [self._offered(tool) for tool in brief.tools]
         self.schemas = {tool.name: self._validated(tool) for tool in brief.tools}
         self.system = system_prompt(brief)
-        # The client retries connection errors, 408, 409, 429 and 5xx with backoff.
+        # Retries (connection errors, 408, 409, 429, 5xx) are model_call's, within the task's time budget.
+        http_client, self._transport = model_call.http_client()
         self.client = openai.OpenAI(
             base_url=config.get("LLM_BASE_URL") or None, api_key=config.get("LLM_API_KEY") or "not-needed",
-            timeout=config["LLM_TIMEOUT_SECONDS"], max_retries=config["LLM_MAX_RETRIES"])
+            timeout=config["LLM_TIMEOUT_SECONDS"], max_retries=0, http_client=http_client)
+        self.timeout, self.retries = config["LLM_TIMEOUT_SECONDS"], config["LLM_MAX_RETRIES"]
         self._tokens = 0
         self._queue = []  # the rest of the last reply's tool calls, one action per step, in order
         self._returned = None  # call id of the action returned last
@@ -122,13 +130,25 @@ class ChatPlanner:
         wire = [{"role": "system", "content": self.system}] + [_wire(m) for m in messages]
         if nudge:
             wire = _with_user_text(wire, NUDGE)
+        deadline = self.deadline or time.monotonic() + self.timeout * (1 + self.retries)
         try:
-            completion = self.client.chat.completions.create(
-                model=self.model, messages=wire, tools=self.tools, tool_choice="auto")
+            completion = model_call.complete(
+                self.client, self._transport,
+                dict(model=self.model, messages=wire, tools=self.tools, tool_choice="auto"),
+                timeout=self.timeout, retries=self.retries, deadline=deadline, should_stop=self.should_stop)
+        except model_call.OutOfTime:
+            budget = self.budget_seconds or self.timeout * (1 + self.retries)
+            raise PlannerError(f"Time limit reached: task time budget of {budget:g} s exhausted "
+                               "during a model call.") from None
+        except model_call.Stopped:
+            raise Stopped() from None
         except openai.APIStatusError as exc:
             raise PlannerError(f"The language model refused the request (HTTP {exc.status_code}): "
                                f"{_short(_reason(exc))}") from None
-        except openai.APIConnectionError as exc:  # includes timeouts, after the client's retries
+        except openai.APITimeoutError:  # not retried: the server may still be computing it
+            raise PlannerError(f"The language model did not answer within {self.timeout:g} s "
+                               "(LLM_TIMEOUT_SECONDS).") from None
+        except openai.APIConnectionError as exc:  # after model_call's retries
             raise PlannerError(f"The language model could not be reached at {self.client.base_url} "
                                f"({exc.__class__.__name__}).") from None
         except openai.OpenAIError as exc:  # e.g. a reply that is not a chat completion
@@ -170,9 +190,9 @@ class ChatPlanner:
         if schema is None:  # the environment says what this agent can do instead
             return args, None
         try:
-            error = jsonschema.exceptions.best_match(
-                jsonschema.validators.validator_for(schema)(schema).iter_errors(args))
-        except jsonschema.exceptions.SchemaError:  # e.g. an MCP server's schema: its server judges the call
+            error = json_schemas.first_error(schema, args)
+        except (jsonschema.exceptions.SchemaError, json_schemas.UnsafeSchema):  # e.g. an MCP server's
+            # schema: its server judges the call (nothing is fetched, no pattern backtracks here)
             return args, None
         if error is None:
             return args, None
