@@ -52,7 +52,7 @@ def embedded_stack(pages):
                             stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # two celery workers booting on a loaded machine
         while time.monotonic() < deadline:
             output = Path(log.name).read_text()
             key = re.search(r"Development API key: (\S+)", output)
@@ -153,7 +153,7 @@ def test_every_mode_runs_on_the_embedded_default_the_client_one_through_the_exte
         # A server's 404 page is no answer, in the caller's window as in the others.
         gone = _run(base, key, {"prompt": f"/Operator\ngo to {pages.url('/gone')}\nextract h1",
                                 "executionMode": "client", "browserWindowId": window})
-        assert gone["status"] == "error" and "HTTP 404" in gone["response"]["text"], gone
+        assert gone["status"] == "error" and "HTTP 404" in gone["response"]["text"], json.dumps(gone)
         assert gone["response"]["actionTrace"][0]["failed"] is True
     finally:
         extension.quit()
@@ -195,7 +195,7 @@ def _commands(block):
         if current is None and not line.lstrip().startswith(("curl ", "printf ")):
             continue
         current = line if current is None else current + "\n" + line
-        if not line.rstrip().endswith("\\"):
+        if not line.rstrip().endswith("\\") and current.count("'") % 2 == 0:  # not inside a '…' string
             commands.append(current)
             current = None
     return commands
@@ -240,6 +240,8 @@ def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
                 request_id = submitted({"prompt": "ask What is your name?", "executionMode": "cloud"})
                 found["<inputId>"] = _poll_until_over(base, headers, request_id)["hitlInputMetadata"]["inputId"]
             for command in _commands(block):
+                if "/webhooks" in command:  # a delivery log is there once the task (the one with a callbackUrl) ended
+                    _poll_until_over(base, headers, found["<requestId>"])
                 for placeholder, value in found.items():
                     command = command.replace(placeholder, value)
                 assert "<" not in command.split("-d")[0] and "…" not in command, f"{heading}: unfilled {command}"
@@ -269,7 +271,7 @@ def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
             server.wait(10)
     # What the README says the examples answer.
     assert len(ran) >= 15 and servers
-    outputs = [json.loads(a).get("response", {}) for a in answers if a.startswith("{")]
+    outputs = [json.loads(a).get("response") or {} for a in answers if a.startswith("{")]
     assert any(o.get("text") == "Forecast for Oslo: sunny, 21 C" for o in outputs)  # the MCP server
     assert any(o.get("structuredOutput") == {"city": "Oslo", "population": 709000} for o in outputs)  # responseFormat
     assert any("Total: 49.00 EUR" in (o.get("text") or "") for o in outputs)  # the attachment

@@ -176,8 +176,11 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
     Raises CommandTimeout when no result came within `timeout` seconds, CommandStopped when `should_stop()`
     turned true; the command is then withdrawn so a late extension never runs it. The result wakes this
     thread through NOTIFY; `should_stop` is read between slices of the wait."""
+    # created_at given, not left to the column default: SQLite databases made before 0013 was fixed have
+    # DEFAULT now(), a function SQLite does not have.
     command = WindowCommand(window_id=window_id, name=name, args=seal(args or {}), task_id=task_id,
-                            action_execution_id=action_execution_id, expires_at=now_plus(timeout))
+                            action_execution_id=action_execution_id, expires_at=now_plus(timeout),
+                            created_at=now())
     db.session.add(command)
     db.session.flush()
     command_id = command.id
