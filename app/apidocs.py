@@ -8,6 +8,9 @@ def _type(schema):
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[1]
         return f"[{name}](#{name.lower()})"
+    if "anyOf" in schema:  # e.g. a nullable nested object: null or a reference
+        kinds = [_type(s) for s in schema["anyOf"] if s.get("enum") != [None]]
+        return " or ".join(kinds) + (" or null" if len(kinds) < len(schema["anyOf"]) else "")
     kind = schema.get("type", "any")
     if kind == "array":
         kind = f"array of {_type(schema.get('items', {}))}"

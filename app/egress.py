@@ -87,7 +87,8 @@ class Policy:
         addresses = _resolve(host, port)
         for address in addresses:
             if address not in self.public_addresses and not _is_public(ipaddress.ip_address(address)):
-                raise EgressRefused(f"host {host!r} resolves to a non-public address ({address})")
+                raise EgressRefused(f"host {host!r} resolves to a non-public address ({address}); in "
+                                    "development, ALLOW_PRIVATE_URLS=true or EGRESS_ALLOW_HOSTS=host:port allows it")
         return addresses
 
 

@@ -1,11 +1,17 @@
 """Liveness and readiness probes."""
-from flask import Blueprint, current_app
+from flask import Blueprint, current_app, redirect
 from sqlalchemy import text
 
 from .errors import error_response
 from .extensions import db
 
 blp = Blueprint("health", __name__)
+
+
+@blp.get("/")
+def root():
+    """People who open the service's address land on the console (the API reference is at /docs)."""
+    return redirect("/console/", 302)
 
 
 @blp.get("/healthz")

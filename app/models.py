@@ -31,8 +31,15 @@ def new_id():
 
 
 def now():
-    """The database clock."""
-    return func.now()
+    """The database clock, typed aware: SQLite hands back naive UTC, which must not meet aware values."""
+    return func.now(type_=UtcDateTime())
+
+
+def clock():
+    """The database clock's current value (aware on every dialect)."""
+    from sqlalchemy import select
+
+    return db.session.execute(select(now())).scalar_one()
 
 
 class ApiKey(db.Model):

@@ -9,6 +9,10 @@ import sys
 from importlib import metadata
 
 MODEL = "smollm2-135m-instruct"
+# llama-cpp-python's server runs one completion at a time (one llama.cpp context): a second request waits
+# inside the first one's time, so its caller's timeout runs out for nothing. The workers take turns instead
+# (LLM_CONCURRENCY=SLOTS, set by `LLM=local make run`; workers/planners/slots.py), showing the wait.
+SLOTS = 1
 # Enough for the tools, a page or two of observations and the answer; the model was trained on 8k.
 CONTEXT_TOKENS = 8192
 

@@ -108,6 +108,10 @@ def load():
         "LLM_MODEL": _env("LLM_MODEL"),
         "LLM_TIMEOUT_SECONDS": _env("LLM_TIMEOUT_SECONDS", 120, float),
         "LLM_MAX_RETRIES": _env("LLM_MAX_RETRIES", 3, int),
+        # Model requests at once from this machine's workers (0: no limit); `LLM=local make run` sets 1.
+        "LLM_CONCURRENCY": _env("LLM_CONCURRENCY", 0, int),
+        # A prompt that is a complete program of built-in steps runs on the built-in planner, model or not.
+        "BUILTIN_STEPS_FIRST": _env("BUILTIN_STEPS_FIRST", True, bool),
         # Outbound URLs: callbacks, MCP servers, page fetches.
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         # Hosts ("host" or "host:port", comma-separated) reachable even though they are private.

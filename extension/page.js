@@ -18,7 +18,8 @@
  *
  *   version                       the script's version string
  *   read({maxChars})              -> {url, title, text, elements: [{index, tag, label, new, type?, role?,
- *                                    name?, href?, frame?}], truncated}
+ *                                    name?, href?, frame?}], truncated, status}
+ *                                    `status`: the main document's HTTP status (0 unknown, -1 an error page)
  *                                    `text` is the simplified view: visible text, and every visible interactive
  *                                    element as `[N]<tag attr="..">label</tag>`; elements numbered since the
  *                                    previous reading of this page are prefixed `*` and have `new: true`
@@ -44,7 +45,7 @@
  */
 (function () {
   "use strict";
-  var VERSION = "1";
+  var VERSION = "2";
   if (window.__remoteDispatch && window.__remoteDispatch.version === VERSION) return;
 
   var INDEX = "data-rd-index";
@@ -257,7 +258,17 @@
     var text = out.join("").replace(/[ \t]+\n/g, "\n").replace(/\n{3,}/g, "\n\n").trim();
     var truncated = text.length > maxChars;
     if (truncated) text = text.slice(0, maxChars) + "\n… (page text truncated)";
-    return {url: location.href, title: document.title, text: text, elements: elements, truncated: truncated};
+    return {url: location.href, title: document.title, text: text, elements: elements, truncated: truncated,
+            status: pageStatus()};
+  }
+
+  // The main document's HTTP status (0: unknown, e.g. data: URLs); -1 for the browser's own error page.
+  function pageStatus() {
+    if (location.protocol === "chrome-error:") return -1;
+    try {
+      var nav = performance.getEntriesByType("navigation")[0];
+      return (nav && nav.responseStatus) || 0;
+    } catch (e) { return 0; }
   }
 
   // --- finding ---------------------------------------------------------------------------------------

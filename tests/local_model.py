@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 
-from config.local_model import MODEL, server_argv, server_env
+from config.local_model import MODEL, SLOTS, server_argv, server_env
 from tests.processes import ManagedProcess, free_port
 
 
@@ -33,7 +33,7 @@ class LocalModel:
 
     def env(self, **extra):
         """Environment for a worker process that plans with this model (through the proxy)."""
-        return {"LLM_BASE_URL": self.base_url, "LLM_API_KEY": "", "LLM_MODEL": MODEL,
+        return {"LLM_BASE_URL": self.base_url, "LLM_API_KEY": "", "LLM_MODEL": MODEL, "LLM_CONCURRENCY": str(SLOTS),
                 **{key: str(value) for key, value in extra.items()}}
 
     def clear(self):

@@ -6,8 +6,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 
 class PageServer:
-    def __init__(self, pages=None):
+    def __init__(self, pages=None, statuses=None):
         self.pages = dict(pages or {})
+        self.statuses = dict(statuses or {})  # path -> HTTP status of its page (default 200), e.g. a 404 page
         self.requests = []  # request paths with their query strings, exactly as received
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -40,7 +41,7 @@ class PageServer:
                     self.end_headers()
                     return
                 data = body.encode()
-                self.send_response(200)
+                self.send_response(server.statuses.get(parts.path, 200))
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -254,7 +254,7 @@ def test_pending_task_shows_its_progress(client, api_key, model, model_worker):
         return {"tool_calls": [{"name": "answer", "arguments": {"text": "done"}}]}
 
     model.script(tool_call("current_time"), held)
-    request_id = submit(client, api_key, {"prompt": "Time?", **CLOUD}).get_json()["requestId"]
+    request_id = submit(client, api_key, {"prompt": "What time is it now?", **CLOUD}).get_json()["requestId"]
     try:
         body = wait_for_status(client, api_key, request_id, statuses=("pending",))
         while not body["progress"]["actionTrace"]:

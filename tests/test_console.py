@@ -215,7 +215,7 @@ def test_cancel_a_running_task(live, browser, key):
     wait_for(browser, lambda d: int(text_of(d, "#actions") or 0) >= 1, "the task to run")
     screenshot(browser, "task-running")
     browser.find_element(By.CSS_SELECTOR, "#cancel-form button").click()
-    wait_for(browser, lambda d: status_text(d) == "Failed", "the task to end")
+    wait_for(browser, lambda d: status_text(d) == "Cancelled", "the task to end")
     assert text_of(browser, "#output") == "cancelled"
     assert not browser.find_element(By.ID, "cancel-form").is_displayed()
     assert "should never happen" not in text_of(browser, "#timeline")

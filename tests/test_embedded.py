@@ -1,4 +1,5 @@
 """`make run` with nothing configured: SQLite + kombu's filesystem transport, all processes."""
+import json
 import os
 import re
 import signal
@@ -14,6 +15,10 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 RUN = {}  # the running `make run`: its process and log
+# The README's local webhook receiver (Webhooks, "Trying it on your machine"): allowed as the README says.
+README_HOSTS = "127.0.0.1:8443,127.0.0.1:8765"  # and the README's MCP server (MCP tool servers)
+PAGES = {"/hello": "<html><head><title>Hello</title></head><body><h1>Hello from a page</h1></body></html>",
+         "/gone": "<html><head><title>Not here</title></head><body><h1>404: this page is gone</h1></body></html>"}
 
 
 def _free_port():
@@ -23,19 +28,31 @@ def _free_port():
 
 
 @pytest.fixture(scope="module")
-def embedded_stack():
+def pages():
+    from tests.page_server import PageServer
+
+    server = PageServer(PAGES, statuses={"/gone": 404})
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def embedded_stack(pages):
     var_dir = tempfile.mkdtemp(prefix="rd-embedded-")
     port = _free_port()
+    # Nothing of the test set-up leaks in (the test database, ALLOW_PRIVATE_URLS): the newcomer's defaults,
+    # but for the page server's address and the README's webhook receiver, allowed as the README shows.
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "BROKER_URL", "ENCRYPTION_KEY",
-                        "RATELIMIT_STORAGE_URI", "RATELIMIT_KEY_PREFIX", "WEB_CONCURRENCY")}
-    env.update(VAR_DIR=var_dir, PORT=str(port), SWEEP_INTERVAL_SECONDS="2")
+                        "RATELIMIT_STORAGE_URI", "RATELIMIT_KEY_PREFIX", "WEB_CONCURRENCY", "ALLOW_PRIVATE_URLS")}
+    env.update(VAR_DIR=var_dir, PORT=str(port), SWEEP_INTERVAL_SECONDS="2",
+               EGRESS_ALLOW_HOSTS=f"{pages.url().split('/')[2]},{README_HOSTS}")
     log = open(os.path.join(var_dir, "run.log"), "w+")
     proc = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # two celery workers booting on a loaded machine
         while time.monotonic() < deadline:
             output = Path(log.name).read_text()
             key = re.search(r"Development API key: (\S+)", output)
@@ -99,6 +116,167 @@ def test_make_run_listens_on_loopback_only_with_its_own_control_socket(embedded_
     assert "one web process" in output and output.count("Booting worker") == 1
 
 
+def _poll_until_over(base, headers, request_id, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = requests.get(f"{base}/fast/v2/remote-dispatch/responses/{request_id}", headers=headers,
+                            timeout=10).json()
+        if body["status"] != "pending":
+            return body
+        time.sleep(0.3)
+    raise AssertionError(f"task {request_id} still pending: {body}")
+
+
+def _run(base, key, body, timeout=90):
+    headers = {"x-api-key": key}
+    submitted = requests.post(base + "/fast/v2/remote-dispatch", headers=headers, json=body, timeout=10)
+    assert submitted.status_code == 202, submitted.text
+    return _poll_until_over(base, headers, submitted.json()["requestId"], timeout)
+
+
+def test_every_mode_runs_on_the_embedded_default_the_client_one_through_the_extension(embedded_stack, pages):
+    from tests.extension_support import ExtensionBrowser, wait_for_window
+
+    base, key, _ = embedded_stack
+    steps = f"/Operator\ngo to {pages.url('/hello')}\nextract h1"
+    for mode in ("cloud", "cloud_browser"):
+        body = _run(base, key, {"prompt": steps, "executionMode": mode})
+        assert (body["status"], body["response"]["text"]) == ("success", "Hello from a page"), (mode, body)
+        assert body["response"]["actionTrace"][-1]["planner"] == "builtin"
+    extension = ExtensionBrowser()
+    try:
+        extension.configure(base, key)  # the registration that answered 500 on SQLite
+        window = wait_for_window(base, key)
+        body = _run(base, key, {"prompt": steps, "executionMode": "client", "browserWindowId": window})
+        assert (body["status"], body["response"]["text"]) == ("success", "Hello from a page"), body
+        assert body["browserWindowId"] == window
+        # A server's 404 page is no answer, in the caller's window as in the others.
+        gone = _run(base, key, {"prompt": f"/Operator\ngo to {pages.url('/gone')}\nextract h1",
+                                "executionMode": "client", "browserWindowId": window})
+        assert gone["status"] == "error" and "HTTP 404" in gone["response"]["text"], json.dumps(gone)
+        assert gone["response"]["actionTrace"][0]["failed"] is True
+    finally:
+        extension.quit()
+    windows = requests.get(base + "/fast/v2/browser-windows", headers={"x-api-key": key}, timeout=10)
+    assert windows.status_code == 200 and [w["browserWindowId"] for w in windows.json()["windows"]] == [window]
+
+
+def test_the_console_pages_answer_on_the_embedded_default(embedded_stack):
+    base, key, _ = embedded_stack
+    console = requests.Session()
+    landing = console.get(base + "/", timeout=10)  # GET / sends people to the console (then to sign in)
+    assert landing.url.startswith(base + "/console/signin") and landing.status_code == 200
+    token = re.search(r'name="csrf_token" value="([^"]+)"', landing.text).group(1)
+    signed_in = console.post(base + "/console/signin", data={"api_key": key, "csrf_token": token}, timeout=10)
+    assert signed_in.url.split("?")[0].endswith("/console/tasks") and signed_in.status_code == 200
+    request_id = _run(base, key, {"prompt": "answer shown in the console", "executionMode": "cloud"})["requestId"]
+    for page in ("/console/tasks", "/console/tasks/new", "/console/windows", f"/console/tasks/{request_id}"):
+        answer = console.get(base + page, timeout=10)
+        assert answer.status_code == 200, (page, answer.text[:500])
+    assert "shown in the console" in console.get(f"{base}/console/tasks/{request_id}", timeout=10).text
+
+
+def _readme_blocks():
+    """(heading, language, body) of each ```sh and ```python block of the README, in order."""
+    heading, blocks = None, []
+    for match in re.finditer(r"^(#+ [^\n]*)$|^```(sh|python)\n(.*?)^```", (ROOT / "README.md").read_text(),
+                             re.M | re.S):
+        if match[1]:
+            heading = match[1]
+        else:
+            blocks.append((heading, match[2], match[3]))
+    return blocks
+
+
+def _commands(block):
+    """The block's `curl` commands (with their continuation lines) and the `printf` lines that make their files."""
+    commands, current = [], None
+    for line in block.splitlines():
+        if current is None and not line.lstrip().startswith(("curl ", "printf ")):
+            continue
+        current = line if current is None else current + "\n" + line
+        if not line.rstrip().endswith("\\") and current.count("'") % 2 == 0:  # not inside a '…' string
+            commands.append(current)
+            current = None
+    return commands
+
+
+def _wait_for_port(port, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
+    """Every curl command of the README, taken from its text and run by bash against `make run`."""
+    base, key, _ = embedded_stack
+    headers = {"x-api-key": key}
+    found = {}  # what earlier answers gave, for the README's placeholders
+
+    def submitted(body):
+        request_id = requests.post(base + "/fast/v2/remote-dispatch", headers=headers, json=body,
+                                   timeout=10).json()["requestId"]
+        found["<requestId>"] = request_id
+        return request_id
+
+    ran, answers, servers = [], [], []
+    try:
+        for heading, language, block in _readme_blocks():
+            if language == "python":
+                if "MCPServer" in block:  # the README's own MCP server, started as it says
+                    (tmp_path / "weather_mcp.py").write_text(block)
+                    servers.append(subprocess.Popen([str(ROOT / ".venv/bin/python"), "weather_mcp.py"],
+                                                    cwd=tmp_path, start_new_session=True,
+                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    _wait_for_port(8765)
+                continue
+            if "Cancelling" in heading:  # the example cancels a task that is still running
+                submitted({"prompt": "wait 30\nanswer too late", "executionMode": "cloud"})
+            if "Questions" in heading:  # ... and answers one that asked
+                request_id = submitted({"prompt": "ask What is your name?", "executionMode": "cloud"})
+                found["<inputId>"] = _poll_until_over(base, headers, request_id)["hitlInputMetadata"]["inputId"]
+            for command in _commands(block):
+                if "/webhooks" in command:  # a delivery log is there once the task (the one with a callbackUrl) ended
+                    _poll_until_over(base, headers, found["<requestId>"])
+                for placeholder, value in found.items():
+                    command = command.replace(placeholder, value)
+                assert "<" not in command.split("-d")[0] and "…" not in command, f"{heading}: unfilled {command}"
+                command = command.replace("http://localhost:8000", base).replace(
+                    "curl -s ", "curl -s -w '\\n%{http_code}' ", 1)
+                result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env={**os.environ, "KEY": key},
+                                        capture_output=True, text=True, timeout=120)
+                if command.startswith("printf"):
+                    assert result.returncode == 0, result.stderr
+                    continue
+                text, _, status = result.stdout.rpartition("\n")
+                documented = re.findall(r"#\s*\(?(\d{3})\b", command)  # "# 202 …" after the command
+                assert status.isdigit() and (int(status) == int(documented[0]) if documented
+                                             else int(status) < 300), f"{heading}: {command}\n→ {status} {text[:500]}"
+                ran.append(command)
+                answers.append(text)
+                answer = json.loads(text) if text.strip().startswith("{") else {}
+                if "cloudBrowserSessionId" in command:  # a kept session's task says what really runs it
+                    assert requests.get(f"{base}/fast/v2/remote-dispatch/responses/{answer['requestId']}",
+                                        headers=headers, timeout=10).json()["executionMode"] == "cloud_browser"
+                for field, placeholder in (("requestId", "<requestId>"), ("key", "file_…"), ("session_id", "cbs_…")):
+                    if isinstance(answer.get(field), str):
+                        found[placeholder] = answer[field]
+    finally:
+        for server in servers:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(10)
+    # What the README says the examples answer.
+    assert len(ran) >= 15 and servers
+    outputs = [json.loads(a).get("response") or {} for a in answers if a.startswith("{")]
+    assert any(o.get("text") == "Forecast for Oslo: sunny, 21 C" for o in outputs)  # the MCP server
+    assert any(o.get("structuredOutput") == {"city": "Oslo", "population": 709000} for o in outputs)  # responseFormat
+    assert any("Total: 49.00 EUR" in (o.get("text") or "") for o in outputs)  # the attachment
+
+
 def test_ctrl_c_hands_the_running_task_back_and_stops_cleanly(embedded_stack):
     import sqlite3
 
@@ -123,5 +301,6 @@ def test_ctrl_c_hands_the_running_task_back_and_stops_cleanly(embedded_stack):
     output = Path(RUN['log']).read_text()
     assert "sending SIGKILL" not in output, output[-3000:]  # all stopped inside the grace
     assert "handed back to the queue" in output
+    assert "Error 130" not in output  # Ctrl-C is a clean stop, not a make error
     assert not re.findall(r"ERROR|Traceback", output), output[-3000:]
     assert row() == ("pending", None, 0)  # no lease to wait out; the next start runs it

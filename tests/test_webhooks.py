@@ -202,12 +202,16 @@ def test_an_untrusted_certificate_is_a_failed_attempt(app, client, api_key, rece
     assert receiver.received == []
 
 
+# The refusal says how to allow private addresses in development.
+HINT = "; in development, ALLOW_PRIVATE_URLS=true or EGRESS_ALLOW_HOSTS=host:port allows it"
+
+
 def test_private_callback_is_refused_at_submit(app, client, api_key, receiver, monkeypatch):
     monkeypatch.setitem(app.config, "ALLOW_PRIVATE_URLS", False)
-    for url, reason in [(receiver.url, "host '127.0.0.1' resolves to a non-public address (127.0.0.1)"),
-                        ("https://10.0.0.7/hook", "host '10.0.0.7' resolves to a non-public address (10.0.0.7)"),
+    for url, reason in [(receiver.url, "host '127.0.0.1' resolves to a non-public address (127.0.0.1)" + HINT),
+                        ("https://10.0.0.7/hook", "host '10.0.0.7' resolves to a non-public address (10.0.0.7)" + HINT),
                         ("https://169.254.169.254/", "host '169.254.169.254' resolves to a non-public "
-                                                     "address (169.254.169.254)")]:
+                                                     "address (169.254.169.254)" + HINT)]:
         response = submit(client, api_key, {"prompt": "answer hi", **CLOUD, "callbackUrl": url})
         assert response.status_code == 400
         assert response.get_json() == {"error": "Invalid Request", "message": f"callbackUrl: {reason}."}
@@ -218,7 +222,7 @@ def test_private_callback_is_refused_again_atdelivery_of(app, client, api_key, r
     request_id, webhook_id = finished(client, api_key, receiver)
     monkeypatch.setitem(app.config, "ALLOW_PRIVATE_URLS", False)
     outcome = webhooks.deliver(webhook_id)
-    assert outcome.error == "refused: host '127.0.0.1' resolves to a non-public address (127.0.0.1)"
+    assert outcome.error == "refused: host '127.0.0.1' resolves to a non-public address (127.0.0.1)" + HINT
     assert receiver.received == []
     [attempt] = attempts_of(webhook_id)
     assert attempt.status_code is None and attempt.error == outcome.error

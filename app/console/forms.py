@@ -39,7 +39,7 @@ def submit_body(form):
     schema_text = form.get("responseFormat", "").strip()
     if schema_text:
         try:
-            data["responseFormat"] = {"type": "jsonSchema", "jsonSchema": json.loads(schema_text)}
+            data["responseFormat"] = json.loads(schema_text)  # the API reads both forms (a plain JSON Schema)
         except ValueError as exc:
             errors["responseFormat"] = f"not valid JSON: {exc}."
     secrets = {}

@@ -11,6 +11,13 @@ STATUS_LABELS = {"pending": "Running", "success": "Succeeded", "error": "Failed"
 ACTIVE = ("pending", "input-required")
 
 
+def _badge(task):
+    """(badge status, label): a cancelled task ended as `error` in the API, but nothing failed."""
+    if task.status == "error" and task.error == "cancelled":
+        return "cancelled", "Cancelled"
+    return task.status, STATUS_LABELS.get(task.status, task.status)
+
+
 def _elapsed(task):
     start = task.created_at
     end = task.completed_at or datetime.now(timezone.utc)
@@ -19,7 +26,8 @@ def _elapsed(task):
 
 def row(task):
     """A task in the list: enough to recognise it and follow its progress."""
-    return {"id": task.id, "status": task.status, "statusLabel": STATUS_LABELS.get(task.status, task.status),
+    badge, label = _badge(task)
+    return {"id": task.id, "status": task.status, "badge": badge, "statusLabel": label,
             "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt[:300],
             "createdAt": tasks.isoformat(task.created_at), "actions": (task.usage or {}).get("actions", len(task.trace or [])),
             "elapsedSeconds": _elapsed(task), "active": task.status in ACTIVE}
@@ -75,8 +83,9 @@ def task(task):
     hitl = task.hitl if task.status == "input-required" else None
     question = ((hitl or {}).get("action") or {}).get("question") or (hitl or {}).get("question")
     usage = task.usage or {}
+    badge, label = _badge(task)
     return {
-        "id": task.id, "status": task.status, "statusLabel": STATUS_LABELS.get(task.status, task.status),
+        "id": task.id, "status": task.status, "badge": badge, "statusLabel": label,
         "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt,
         "browserWindowId": task.browser_window_id,
         "createdAt": tasks.isoformat(task.created_at), "startedAt": tasks.isoformat(task.started_at),

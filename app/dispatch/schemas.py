@@ -222,7 +222,10 @@ class SubmitSchema(LenientSchema):
         "description": "A request made with this API key (400 if not) whose conversation this one "
                        "continues."})
     generateGif = StrictBoolean(load_default=False)
-    responseFormat = fields.Nested(ResponseFormatSchema, allow_none=True)
+    responseFormat = fields.Nested(ResponseFormatSchema, allow_none=True, metadata={
+        "description": "The answer's JSON Schema: `{\"type\": \"jsonSchema\", \"jsonSchema\": {...}}`, or the JSON Schema "
+                       "itself (`{\"type\": \"object\", ...}`), or OpenAI's `{\"type\": \"json_schema\", "
+                       "\"json_schema\": {\"schema\": {...}}}`. The output is then `structured` and valid against it."})
     attachments = fields.List(fields.Nested(AttachmentSchema), allow_none=True, metadata={
         "description": "Files uploaded with this API key (400 if a key is not one)."})
     timeZone = fields.String(load_default="America/Los_Angeles", allow_none=True,
@@ -266,6 +269,8 @@ class SubmitSchema(LenientSchema):
             spec = legacy.get("json_schema") or {}
             data["responseFormat"] = {"type": "jsonSchema",
                                       "jsonSchema": spec.get("schema") if isinstance(spec, dict) else spec}
+        elif isinstance(legacy, dict) and legacy.get("type") != "jsonSchema" and "jsonSchema" not in legacy:
+            data["responseFormat"] = {"type": "jsonSchema", "jsonSchema": legacy}  # a plain JSON Schema
         if data.get("timeZone") is None:
             data.pop("timeZone", None)
         return data
@@ -371,6 +376,11 @@ class TraceEntrySchema(ma.Schema):
                        "(cloudBrowserSessionName, or task-<requestId>)"})
     refused = fields.List(fields.String(), metadata={
         "description": "Browser steps: what the egress policy refused meanwhile (\"GET host:port: why\")"})
+    running = fields.Boolean(metadata={
+        "description": "Progress only: a `wait` step still running (replaced by its entry when it ends)"})
+    planner = fields.String(metadata={
+        "description": "The final entry: which planner ran the task, `builtin` (the step grammar) or "
+                       "`model <LLM_MODEL>`"})
 
 
 class ResponseSchema(ma.Schema):

@@ -55,6 +55,7 @@ def submit(api_key_id, data, idempotency_key=None):
     session = sessions.for_task(api_key_id, data.get("cloudBrowserSessionId"), window_id)
     if session is not None:
         window_id = session.browser_window_id
+        mode = "cloud_browser"  # what runs it, whatever mode the caller named (the SDK sends "client")
     elif mode == "client":
         _require_window(api_key_id, window_id)
     previous = data.get("previousRequestId")

@@ -8,12 +8,13 @@ import json
 import time
 
 from flask import current_app
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import delete, select, text, update
 
 from ..crypto import seal, unseal
 from ..errors import ApiError
 from ..extensions import db
 from ..models import BrowserWindow, WindowCommand, now, now_plus
+from ..models import clock as db_clock
 
 # Commands the extension understands: the driver's (browser interface) and the SDK's extension actions.
 SDK_ACTIONS = ("go_to_url", "get_url", "get_screenshot", "get_full_html", "get_simplified_html",
@@ -35,7 +36,7 @@ def window_state(window, offline_seconds, clock):
 
 
 def describe(window, clock=None):
-    clock = clock or db.session.execute(select(func.now())).scalar_one()
+    clock = clock or db_clock()
     return {"browserWindowId": window.id, "label": window.label,
             "state": window_state(window, current_app.config["WINDOW_OFFLINE_SECONDS"], clock),
             "createdAt": window.created_at, "lastSeenAt": window.last_seen_at, "closedAt": window.closed_at}
@@ -44,8 +45,10 @@ def describe(window, clock=None):
 def register(api_key_id, label=None, user_agent=None):
     window = BrowserWindow(api_key_id=api_key_id, label=label, user_agent=(user_agent or "")[:300] or None)
     db.session.add(window)
+    db.session.flush()
+    described = describe(window)  # before the commit: a failure leaves no half-made window behind
     db.session.commit()
-    return describe(window)
+    return described
 
 
 def list_windows(api_key_id, include_closed=False):
@@ -53,7 +56,7 @@ def list_windows(api_key_id, include_closed=False):
     if not include_closed:
         query = query.where(BrowserWindow.closed_at.is_(None))
     windows = db.session.execute(query.order_by(BrowserWindow.created_at.desc())).scalars().all()
-    clock = db.session.execute(select(func.now())).scalar_one()
+    clock = db_clock()
     return {"windows": [describe(w, clock) for w in windows]}
 
 
@@ -68,7 +71,7 @@ def owned_window(api_key_id, window_id):
 def online_window(api_key_id, window_id):
     """The key's window heard from within WINDOW_OFFLINE_SECONDS, or 404 (submit, extension actions)."""
     window = owned_window(api_key_id, window_id)
-    clock = db.session.execute(select(func.now())).scalar_one()
+    clock = db_clock()
     if window_state(window, current_app.config["WINDOW_OFFLINE_SECONDS"], clock) != "online":
         raise ApiError(404, "Browser Window Not Found",
                        f"Browser window '{window_id}' is offline: its extension has not been heard from for "
@@ -173,8 +176,11 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
     Raises CommandTimeout when no result came within `timeout` seconds, CommandStopped when `should_stop()`
     turned true; the command is then withdrawn so a late extension never runs it. The result wakes this
     thread through NOTIFY; `should_stop` is read between slices of the wait."""
+    # created_at given, not left to the column default: SQLite databases made before 0013 was fixed have
+    # DEFAULT now(), a function SQLite does not have.
     command = WindowCommand(window_id=window_id, name=name, args=seal(args or {}), task_id=task_id,
-                            action_execution_id=action_execution_id, expires_at=now_plus(timeout))
+                            action_execution_id=action_execution_id, expires_at=now_plus(timeout),
+                            created_at=now())
     db.session.add(command)
     db.session.flush()
     command_id = command.id

@@ -26,7 +26,7 @@ def upgrade():
         sa.Column('args', sa.JSON(), nullable=False),
         sa.Column('state', sa.String(length=20), nullable=False, server_default='pending'),
         sa.Column('result', sa.JSON(), nullable=True),
-        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
         sa.Column('expires_at', sa.DateTime(timezone=True), nullable=False),
         sa.Column('delivered_at', sa.DateTime(timezone=True), nullable=True),
         sa.Column('completed_at', sa.DateTime(timezone=True), nullable=True),

@@ -256,7 +256,7 @@ class HttpPageEnvironment(Environment):
         try:
             self.page = pages.fetch(url, policy=self.policy, timeout=self.timeout, base=self.url())
         except pages.PageError as exc:
-            return Observation(str(exc), failed=True)
+            return Observation(str(exc), failed=True, error_page=isinstance(exc, pages.ErrorPage))
         text = f"{self.page.title()}\n{self.page.text()}".strip()
         return Observation(text[:MAX_OBSERVATION_CHARS], self.page.url)
 
@@ -368,6 +368,8 @@ class BrowserEnvironment(Environment):
     def _view(self, prefix=""):
         reading = self.browser.read()
         text = f"{prefix}{reading.title}\n{reading.text}".strip()
+        if problem := reading.error():  # a 404 page has text too: it must not read as the page asked for
+            return Observation(f"{problem}\n{text}"[:MAX_OBSERVATION_CHARS], reading.url, failed=True, error_page=True)
         return Observation(text[:MAX_OBSERVATION_CHARS], reading.url)
 
     def _act(self, what, done=None):
@@ -474,6 +476,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         options = task.options or {}
         label = options.get("cloudBrowserSessionName") or f"task-{task.id}"
         width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
+        self.download_dir = os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id)
         # Started first and waited for last: Chromium starts while the proxy does.
         self.egress = EgressProxy(config, label).start()
         browser = None
@@ -486,7 +489,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
                 extra_arguments=HARDENING_ARGUMENTS,
                 window_size=(int(width), int(height or 900)), locale=config.get("BROWSER_LOCALE", "en-US"),
                 time_zone=options.get("timeZone") or "America/Los_Angeles",
-                download_dir=os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id),
+                download_dir=self.download_dir,
                 profile_root=browsers_dir(config["VAR_DIR"]),
                 page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
             self.egress.wait_ready()
@@ -505,6 +508,10 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             egress = getattr(self, "egress", None)
             if egress is not None:
                 egress.stop()
+            try:  # a task that downloaded nothing leaves no empty folder behind
+                os.rmdir(self.download_dir)
+            except (AttributeError, OSError):
+                pass
 
 
 class ClientBrowserEnvironment(BrowserEnvironment):

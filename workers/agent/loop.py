@@ -2,6 +2,7 @@
 import json
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
@@ -12,6 +13,7 @@ from .secrets import Secrets
 
 log = logging.getLogger(__name__)
 ENDINGS = ("answer", "ask_user", "fail")  # actions that end a run: allowed when the step budget is spent
+SHOWN_WHILE_RUNNING = ("wait", "wait_for")  # long by design: a poller sees them in progress before they end
 
 
 class BudgetExceeded(Exception):
@@ -95,10 +97,13 @@ class AgentLoop:
             if time.time() - started > self.budget.wall_clock_seconds:
                 raise BudgetExceeded(
                     f"Time limit reached: the task ran longer than {self.budget.wall_clock_seconds:g} s.")
-            try:
-                action = self.planner.next_action(self.state)
-            finally:  # a planner that gives up has still spent its tokens
-                self.state.tokens += self.planner.tokens_used()
+            with self._model_turn() as turn:
+                if not turn:
+                    return Outcome("error", "cancelled")
+                try:
+                    action = self.planner.next_action(self.state)
+                finally:  # a planner that gives up has still spent its tokens
+                    self.state.tokens += self.planner.tokens_used()
             if self.state.actions >= self.budget.max_steps and action.name not in ENDINGS:
                 break
             repeats = repeats + 1 if action.key() == last_key else 1
@@ -109,6 +114,12 @@ class AgentLoop:
                     f"was repeated {repeats} times in a row.")
             start = time.time()
             url = self.environment.url()
+            running = action.name in SHOWN_WHILE_RUNNING
+            if running:  # replaced by the finished entry below
+                self.state.trace.append({"url": self.secrets.redact(url), "running": True,
+                                         "action": self.secrets.redact(action.description or action.name),
+                                         "startTs": _ts(_ms(start)), "endTs": _ts(_ms(start)), "durationMs": 0})
+                self.on_progress(self.state)
             try:
                 # The only place real secret values exist: the arguments handed to the environment.
                 observation = self.environment.execute(replace(action, args=self.secrets.substitute(action.args)))
@@ -117,6 +128,10 @@ class AgentLoop:
                 if outcome is None:
                     continue
                 return outcome
+            except BaseException:
+                if running:
+                    self.state.trace.pop()
+                raise
             end = time.time()
             observation = replace(observation, text=self.secrets.redact(observation.text),
                                   url=self.secrets.redact(observation.url or url))
@@ -133,12 +148,33 @@ class AgentLoop:
             entry.update(self.environment.trace_fields())
             if observation.refused:
                 entry["refused"] = [self.secrets.redact(refusal) for refusal in observation.refused]
+            if running:
+                self.state.trace.pop()
             self.state.trace.append(entry)
             self.state.conversation.add_call(action)
             self.state.conversation.add_result(action.call_id, observation.text)
             self.state.last = observation
             self.on_progress(self.state)
         raise BudgetExceeded(f"Step limit reached: the task needed more than {self.budget.max_steps} actions.")
+
+    def _model_turn(self):
+        """A slot of the model's (LLM_CONCURRENCY) for one request; a wait for it shows in the progress trace."""
+        slots = getattr(self.planner, "slots", None)
+        if slots is None:
+            return nullcontext(True)
+
+        def on_wait(since, done):
+            entry = {"url": self.secrets.redact(self.environment.url()),
+                     "action": "waiting for the model (busy with other tasks)",
+                     "startTs": _ts(_ms(since)), "endTs": _ts(_ms(time.time())),
+                     "durationMs": _ms(time.time()) - _ms(since)}
+            if done:
+                self.state.trace[-1] = {**entry, "action": "waited for the model (busy with other tasks)"}
+            else:
+                self.state.trace.append(entry)
+            self.on_progress(self.state)
+
+        return slots.turn(self.should_stop, on_wait)
 
     def _finishing(self, action, outcome):
         """Record how the run ends; None means "not yet": the answer goes back for its one repair."""
@@ -149,6 +185,9 @@ class AgentLoop:
                            hitl=self.secrets.redact(outcome.hitl))
         if outcome.status != "success":
             return outcome
+        last = self.state.last
+        if last is not None and last.error_page:  # an answer read off a 404 or a browser error page
+            return Outcome("error", f"The last page read was an error page: {last.text.splitlines()[0]}")
         if self.response_schema is None:
             conversation.add_answer(self.secrets.redact(outcome.text))
             return outcome
@@ -173,6 +212,7 @@ class AgentLoop:
             "action": outcome.text if outcome.status == "success" else f"{outcome.status}: {outcome.text}",
             "credits": self.usage()["credits"],
             "startTs": _ts(now), "endTs": _ts(now), "durationMs": 0,
+            "planner": getattr(self.planner, "label", "model"),
         })
 
 

@@ -24,6 +24,10 @@ class PageError(Exception):
     """The page could not be read; the message is fit for the trace."""
 
 
+class ErrorPage(PageError):
+    """The server answered with an HTTP error (4xx/5xx): what it sent is no reading of the page asked for."""
+
+
 def parse_html(text):
     """The document's root element as lxml elements, built by the HTML5 parsing algorithm (html5lib), so
     optional end tags and stray markup give the tree a browser builds (libxml2's parser predates HTML5)."""
@@ -107,7 +111,7 @@ def fetch(url, *, policy=None, allow_private=False, timeout, base=None):
     except requests.RequestException as exc:
         raise PageError(f"Could not open the page: {exc.__class__.__name__}") from None
     if response.status_code >= 400:
-        raise PageError(f"The page answered HTTP {response.status_code}.")
+        raise ErrorPage(f"The page answered HTTP {response.status_code}.")
     # requests assumes ISO-8859-1 when no charset is declared; today's pages are UTF-8.
     charset = response.encoding if "charset" in response.headers.get("content-type", "") else "utf-8"
     try:

@@ -26,6 +26,15 @@ class PageReading:
     title: str
     text: str  # the simplified view: numbered interactive elements `[N]<tag ...>label</tag>` and visible text
     elements: list = field(default_factory=list)  # [{"index", "tag", "label", "new": bool, ...}]
+    status: int = 0  # the main document's HTTP status: 0 unknown (data:, about:), -1 the browser's error page
+
+    def error(self):
+        """Why this page is an error page (HTTP 4xx/5xx or the browser's own), or None."""
+        if self.status == -1:
+            return f"The browser could not load {self.url}: {self.title or 'an error page'}."
+        if self.status >= 400:
+            return f"The page answered HTTP {self.status}."
+        return None
 
 
 class Browser:

@@ -76,7 +76,7 @@ class ExtensionBrowser(Browser):
     def read(self):
         result = self._command("read", maxChars=40000)
         return PageReading(url=result["url"], title=result["title"], text=result["text"],
-                           elements=result.get("elements", []))
+                           elements=result.get("elements", []), status=result.get("status") or 0)
 
     def html(self):
         return self._command("html")["html"]

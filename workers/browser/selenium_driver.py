@@ -303,7 +303,7 @@ class SeleniumBrowser(Browser):
         self._follow_tabs()  # a tab a script opened since the last action
         result = self._call("read", {})
         return PageReading(url=result["url"], title=result["title"], text=result["text"],
-                           elements=result["elements"])
+                           elements=result["elements"], status=result.get("status") or 0)
 
     def html(self):
         return self._call("html")

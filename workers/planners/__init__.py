@@ -1,4 +1,5 @@
 """Planners decide the next action: the built-in step parser, or an OpenAI-compatible model."""
+import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,11 +34,24 @@ def model_configured(config):
 
 
 def make_planner(brief, config):
-    """The model when one is configured (LLM_MODEL), else the built-in planner."""
-    if model_configured(config):
-        from .openai_chat import ChatPlanner
-
-        return ChatPlanner(brief, config)
+    """The model when one is configured (LLM_MODEL), else the built-in planner. A prompt every line of which
+    is a built-in step runs on the built-in planner anyway (BUILTIN_STEPS_FIRST): exact, instant, and no
+    small model garbles it. The planner's `label` says which one ran (the trace's final entry)."""
     from .builtin import BuiltinPlanner
 
+    if model_configured(config):
+        if config.get("BUILTIN_STEPS_FIRST", True):
+            try:
+                return BuiltinPlanner(brief)
+            except ValueError:  # not a complete program of steps: the model's prompt
+                pass
+        from .openai_chat import ChatPlanner
+
+        planner = ChatPlanner(brief, config)
+        planner.label = f"model {config['LLM_MODEL']}"
+        if config.get("LLM_CONCURRENCY"):  # the agent loop takes a slot for each request (planners/slots.py)
+            from .slots import ModelSlots
+
+            planner.slots = ModelSlots(os.path.join(config["VAR_DIR"], "model-slots"), config["LLM_CONCURRENCY"])
+        return planner
     return BuiltinPlanner(brief)

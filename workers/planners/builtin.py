@@ -25,8 +25,10 @@ class UnparseableStep(ValueError):
     pass
 
 
+# A URL is one word ("open http://x/ and tell me the title" is a sentence, not a URL); only a data: URL,
+# which carries its page inline, may hold spaces.
 STEPS = [
-    (r"(?:go to|open|navigate to)\s+(?P<url>.+)", "go_to", lambda m: {"url": m["url"].strip()}),
+    (r"(?:go to|open|navigate to)\s+(?P<url>data:.+|\S+)", "go_to", lambda m: {"url": m["url"].strip()}),
     (r"click(?: on)?\s+" + _quoted("target"), "click", lambda m: {"target": _value(m, "target")}),
     (r"type\s+" + _quoted("text") + r"\s+into\s+" + _quoted("target"), "type",
      lambda m: {"text": _value(m, "text"), "target": _value(m, "target")}),
@@ -39,7 +41,7 @@ STEPS = [
     (r"switch to tab\s+(?P<index>\d+)", "switch_tab", lambda m: {"index": int(m["index"])}),
     (r"hover(?: over)?\s+" + _quoted("target"), "hover", lambda m: {"target": _value(m, "target")}),
     (r"read(?: the)? page", "read_page", lambda m: {}),
-    (r"press\s+(?P<key>.+)", "press", lambda m: {"key": m["key"].strip()}),
+    (r"press\s+(?P<key>\S+)", "press", lambda m: {"key": m["key"].strip()}),
     (r"extract(?:\s+(?P<selector>.+))?", "extract", lambda m: {"selector": (m["selector"] or "body").strip()}),
     (r"(?:what is the )?(?:current )?time\??", "current_time", lambda m: {}),
     (r"read attachment(?:\s+(?P<key>\S+))?", "read_attachment",
@@ -69,6 +71,13 @@ def _json_object(text):
 VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")  # {{name}}: an inputVariables value
 
 
+# An unquoted element that reads like a sentence ("Click the button.", "select Rhona from the list and click
+# Submit") is an instruction for a model, not the text of an element: matching it would click something else.
+SENTENCE = re.compile(r"^(?:the|a|an|on|any|each|every|all)\s|[.!?;:]$|,|\s(?:and|then)\s", re.I)
+ELEMENT_ARGS = {"click": ("target",), "hover": ("target",), "type": ("target",), "select": ("option", "target"),
+                "upload": ("target",)}
+
+
 def parse_step(line):
     for pattern, name, build in STEPS:
         match = pattern.match(line.strip())
@@ -77,6 +86,10 @@ def parse_step(line):
                 args = build(match)
             except UnparseableStep as exc:
                 raise UnparseableStep(f"{line.strip()}: {exc}") from None
+            for arg in ELEMENT_ARGS.get(name, ()):
+                if match[arg + "b"] is not None and SENTENCE.search(match[arg + "b"]):
+                    raise UnparseableStep(f"{line.strip()}: an unquoted element that reads as a sentence; quote "
+                                          "the element's text, as in click \"Sign in\"")
             return Action(name, args, describe(name, args))
     raise UnparseableStep(line)
 
@@ -92,6 +105,7 @@ class BuiltinPlanner:
     without an answer, the task answers with the last step's result."""
 
     can_repair = False
+    label = "builtin"
     no_model_hint = ("The built-in planner runs explicit steps only (see the README's "
                      "'Built-in planner' section); set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL "
                      "to run free-form prompts with a language model.")

@@ -4,7 +4,7 @@
 (function () {
   var POLL_MS = 1000;
   var LABELS = {"pending": "Running", "success": "Succeeded", "error": "Failed", "input-required": "Needs input"};
-  var ICONS = {"pending": "◌", "success": "✓", "error": "✗", "input-required": "?"};
+  var ICONS = {"pending": "◌", "success": "✓", "error": "✗", "input-required": "?", "cancelled": "⊘"};
 
   function el(tag, className, text) {
     var node = document.createElement(tag);
@@ -47,7 +47,7 @@
         body.tasks.forEach(function (t) {
           var row = table.querySelector("tr[data-task-id='" + CSS.escape(t.id) + "']");
           if (!row) return;
-          setBadge(row, t.status, t.statusLabel);
+          setBadge(row, t.badge, t.statusLabel);
           row.querySelector(".cell-actions").textContent = t.actions;
           row.querySelector(".cell-elapsed").textContent = duration(t.elapsedSeconds);
           row.setAttribute("data-active", t.active ? "true" : "false");
@@ -64,7 +64,7 @@
     function show(id, visible) { var n = document.getElementById(id); if (n) n.hidden = !visible; }
     function render(t) {
       article.setAttribute("data-status", t.status);
-      setBadge(document.getElementById("task-status"), t.status, t.statusLabel);
+      setBadge(document.getElementById("task-status"), t.badge, t.statusLabel);
       document.getElementById("started").textContent = when(t.startedAt);
       document.getElementById("completed").textContent = when(t.completedAt);
       document.getElementById("elapsed").textContent = duration(t.elapsedSeconds);
