@@ -201,8 +201,11 @@ def summarise(records):
         "seconds_per_step": round(sum(seconds) / steps, 2) if steps else None,
         "median_episode_seconds": round(statistics.median(seconds), 1) if seconds else None,
         "model_tokens_per_call": round(sum(r["model_tokens"] for r in records) / calls) if calls else None,
+        "model_tokens_per_step": round(sum(r["model_tokens"] for r in records) / steps) if calls and steps else None,
         "model_calls_per_episode": round(calls / n, 2) if n else None,
         "planner_errors": sum(r["status"] == "error" for r in records),
+        # the task said success, the page did not: the planner did something, just not the task
+        "false_successes": sum(r["status"] == "success" and not r["success"] for r in records),
         "harness_errors": sum((r["error"] or "").startswith("harness:") for r in records),
         "left_host": sum(r["left_host"] for r in records),
     }
@@ -220,6 +223,7 @@ def parse_args(argv=None):
     parser.add_argument("--episode-seconds", type=int, default=120, help="each task's time bound")
     parser.add_argument("--concurrency", type=int, default=1, help="episodes at once")
     parser.add_argument("--results", default=None, help="the JSON results file (default: var/eval/…)")
+    parser.add_argument("--report", metavar="RESULTS", help="print the tables of an earlier results file, run nothing")
     args = parser.parse_args(argv)
     args.task_list = list(EASY) if args.tasks == "easy" else all_tasks() if args.tasks == "all" else [
         t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -251,19 +255,38 @@ def planner_env(args, stack):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.report:
+        report = json.loads(Path(args.report).read_text())
+        records = report["episodes"]
+        report.update(overall=summarise(records), per_task={
+            task: summarise([r for r in records if r["task"] == task]) for task in report["tasks"]
+            if any(r["task"] == task for r in records)})
+        print_report(report)
+        return report
     episodes = [(task, seed) for task in args.task_list for seed in args.seed_list]
     pages = Pages()
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results_path = Path(args.results or common.LOG_DIR / f"miniwob-{args.planner}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     with common.Stack() as stack:
         env, meter, model = planner_env(args, stack)
+        # A model call may not outlast the episode (a slow server would otherwise hold it for its retries too).
+        env.setdefault("LLM_TIMEOUT_SECONDS", os.environ.get("LLM_TIMEOUT_SECONDS") or str(args.episode_seconds))
         env.update(MAX_STEPS=str(args.max_steps), TASK_TIMEOUT_SECONDS=str(args.episode_seconds),
                    CLOUD_SESSIONS_PER_KEY=str(args.concurrency + 2))
         os.environ.update(env)  # the web process starts the sessions' browsers; the worker plans
-        stack.start(common.start_celery("eval-worker", "workers", "tasks,webhooks"))
+        # One pool process per episode, and one more for the sessions' direct actions (the webhooks queue).
+        stack.start(common.Proc("eval-worker", [
+            sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "tasks,webhooks",
+            "-c", str(args.concurrency + 1), "--prefetch-multiplier=1", "-n", f"eval-{os.getpid()}@%h",
+            "--without-gossip", "--without-mingle", "--loglevel=INFO"],
+            ready=lambda: "ready." in (common.LOG_DIR / "eval-worker.log").read_text()))
         stack.start(common.Proc("eval-beat", [sys.executable, "-m", "celery", "-A", "workers", "beat", "-s",
                                               str(common.LOG_DIR / "beat-schedule"), "--loglevel=INFO"]))
         api = Api(stack.web.url, stack.api_key)
+        settings = {"started": started_at, "planner": model, "mode": args.planner, "max_steps": args.max_steps,
+                    "episode_seconds": args.episode_seconds, "concurrency": args.concurrency,
+                    "cpus": os.cpu_count(), "load_average": os.getloadavg()[0], "tasks": args.task_list,
+                    "seeds": args.seed_list, "pages_host": pages.host}
         common.say(f"{len(episodes)} episodes ({len(args.task_list)} tasks × {len(args.seed_list)} seeds), "
                    f"planner {model}, {args.max_steps} steps, {args.episode_seconds} s each, "
                    f"concurrency {args.concurrency}, pages on {pages.host}")
@@ -273,6 +296,7 @@ def main(argv=None):
             record = run_episode(api, pages, args, *episode, meter)
             with lock:
                 records.append(record)
+                write_results(results_path, settings, records)  # so far: an interrupted run keeps what it did
                 print(f"[{len(records)}/{len(episodes)}] {record['task']} seed {record['seed']}: "
                       f"{'SUCCESS' if record['success'] else 'fail'} raw {record['raw_reward']} "
                       f"({record['reason'] or 'no ending'}), {record['status']}, {record['steps']} steps, "
@@ -280,30 +304,41 @@ def main(argv=None):
                       + (f" — {record['error'][:160]}" if record["error"] else ""), flush=True)
             return record
 
-        with ThreadPoolExecutor(args.concurrency) as pool:
+        pool = ThreadPoolExecutor(args.concurrency)
+        try:
             list(pool.map(one, episodes))
+        finally:  # interrupted: the running episodes end (and stop their sessions) while the service is up
+            pool.shutdown(wait=True, cancel_futures=True)
     pages.close()
     if meter:
         meter.close()
     records.sort(key=lambda r: (episodes.index((r["task"], r["seed"]))))
-    per_task = {task: summarise([r for r in records if r["task"] == task]) for task in args.task_list}
-    report = {"started": started_at, "planner": model, "mode": args.planner, "max_steps": args.max_steps,
-              "episode_seconds": args.episode_seconds, "concurrency": args.concurrency, "cpus": os.cpu_count(),
-              "tasks": args.task_list, "seeds": args.seed_list, "overall": summarise(records),
-              "per_task": per_task, "episodes": records, "pages_host": pages.host}
-    results_path.parent.mkdir(parents=True, exist_ok=True)
-    results_path.write_text(json.dumps(report, indent=2))
+    report = write_results(results_path, settings, records)
     print_report(report)
     print(f"results: {results_path}", flush=True)
     return report
 
 
+def write_results(path, settings, records):
+    tasks = [t for t in settings["tasks"] if any(r["task"] == t for r in records)]
+    report = {**settings, "load_average_last": os.getloadavg()[0], "overall": summarise(records), "episodes": records,
+              "per_task": {task: summarise([r for r in records if r["task"] == task]) for task in tasks}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(report, indent=2))
+    part.replace(path)
+    return report
+
+
 def print_report(report):
-    rows = [("task", "success", "mean reward", "steps", "s/step", "tokens/call", "errors")]
+    rows = [("task", "success", "mean reward", "steps", "s/step", "tokens/step", "tokens/call", "errors",
+             "false successes")]
     for name, s in [*report["per_task"].items(), ("overall", report["overall"])]:
         rows.append((name, f"{s['successes']}/{s['episodes']}", s["mean_reward"], s["mean_steps"],
-                     s["seconds_per_step"], s["model_tokens_per_call"], s["planner_errors"]))
-    print(f"\nMiniWoB++ — {report['planner']} ({report['mode']}), {report['started']}, {report['cpus']} CPUs")
+                     s["seconds_per_step"], s["model_tokens_per_step"], s["model_tokens_per_call"], s["planner_errors"],
+                     s["false_successes"]))
+    print(f"\nMiniWoB++ — {report['planner']} ({report['mode']}), {report['started']}, {report['cpus']} CPUs, "
+          f"load average {report.get('load_average')} at the start, {report.get('load_average_last')} at the end")
     print("| " + " | ".join(map(str, rows[0])) + " |\n|" + "---|" * len(rows[0]))
     for row in rows[1:]:
         print("| " + " | ".join("—" if v is None else str(v) for v in row) + " |")
