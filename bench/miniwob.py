@@ -146,8 +146,10 @@ def run_episode(api, pages, args, task, seed, meter):
         trace = (result.get("response") or {}).get("actionTrace") or []
         record["steps"] = (result.get("usage") or {}).get("actions") or len(trace)
         record["refused"] = sorted({r for entry in trace for r in entry.get("refused", [])})
+        # A step that ended on another host's page (a refused navigation fails its step: the fence held there).
         record["left_host"] = any(entry.get("url") and urlsplit(entry["url"]).netloc not in ("", pages.host)
-                                  and not entry["url"].startswith(("about:", "data:")) for entry in trace)
+                                  and not entry["url"].startswith(("about:", "data:")) and not entry.get("failed")
+                                  for entry in trace)
         if result["status"] == "error":
             record["error"] = ((result.get("response") or {}).get("text") or "")[:500]
         calls = [e for e in (meter.recorded() if meter else [])
@@ -208,6 +210,7 @@ def summarise(records):
         "false_successes": sum(r["status"] == "success" and not r["success"] for r in records),
         "harness_errors": sum((r["error"] or "").startswith("harness:") for r in records),
         "left_host": sum(r["left_host"] for r in records),
+        "fence_refusals": sum(len(r.get("refused") or ()) for r in records),
     }
 
 
@@ -223,7 +226,8 @@ def parse_args(argv=None):
     parser.add_argument("--episode-seconds", type=int, default=120, help="each task's time bound")
     parser.add_argument("--concurrency", type=int, default=1, help="episodes at once")
     parser.add_argument("--results", default=None, help="the JSON results file (default: var/eval/…)")
-    parser.add_argument("--report", metavar="RESULTS", help="print the tables of an earlier results file, run nothing")
+    parser.add_argument("--report", metavar="RESULTS", nargs="+",
+                        help="print the tables of earlier results files (several: side by side), run nothing")
     args = parser.parse_args(argv)
     args.task_list = list(EASY) if args.tasks == "easy" else all_tasks() if args.tasks == "all" else [
         t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -256,13 +260,18 @@ def planner_env(args, stack):
 def main(argv=None):
     args = parse_args(argv)
     if args.report:
-        report = json.loads(Path(args.report).read_text())
-        records = report["episodes"]
-        report.update(overall=summarise(records), per_task={
-            task: summarise([r for r in records if r["task"] == task]) for task in report["tasks"]
-            if any(r["task"] == task for r in records)})
-        print_report(report)
-        return report
+        reports = []
+        for path in args.report:
+            report = json.loads(Path(path).read_text())
+            records = report["episodes"]
+            report.update(overall=summarise(records), per_task={
+                task: summarise([r for r in records if r["task"] == task]) for task in report["tasks"]
+                if any(r["task"] == task for r in records)})
+            print_report(report)
+            reports.append(report)
+        if len(reports) > 1:
+            print_side_by_side(reports)
+        return reports
     episodes = [(task, seed) for task in args.task_list for seed in args.seed_list]
     pages = Pages()
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -328,6 +337,22 @@ def write_results(path, settings, records):
     part.write_text(json.dumps(report, indent=2))
     part.replace(path)
     return report
+
+
+def print_side_by_side(reports):
+    """Successes per task, one column per run (the README's results table)."""
+    names = [f"{r['planner']} ({r['mode']})" for r in reports]
+    print("\n| task | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names))
+    tasks = list(dict.fromkeys(t for r in reports for t in r["per_task"]))
+    for task in tasks + ["overall"]:
+        cells = [r["overall"] if task == "overall" else r["per_task"].get(task) for r in reports]
+        print(f"| {task} | " + " | ".join(f"{c['successes']}/{c['episodes']}" if c else "—" for c in cells) + " |")
+    for label, key in (("false successes", "false_successes"), ("planner errors", "planner_errors"),
+                       ("median episode (s)", "median_episode_seconds"), ("seconds per step", "seconds_per_step"),
+                       ("model tokens per step", "model_tokens_per_step"), ("left the host", "left_host"),
+                       ("requests the fence refused", "fence_refusals")):
+        print(f"| {label} | " + " | ".join("—" if r["overall"][key] is None else str(r["overall"][key])
+                                         for r in reports) + " |")
 
 
 def print_report(report):
