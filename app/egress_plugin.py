@@ -1,24 +1,46 @@
 """The proxy.py plugin that makes the browser's egress proxy connect only to addresses app.egress checked.
 
 Loaded by `python -m proxy --plugins app.egress_plugin.EgressPlugin` (see app/egress_proxy.py),
-with the policy's settings in RD_EGRESS_POLICY (JSON) and the refusal log's path in RD_EGRESS_LOG.
+with the policy's settings in RD_EGRESS_POLICY (JSON), the refusal log's path in RD_EGRESS_LOG and the
+running task's allowedDomains file in RD_EGRESS_FENCE.
 """
 import json
 import os
 import socket
 import time
+from dataclasses import replace
 
 from proxy.http.exception import HttpRequestRejected
 from proxy.http.proxy import HttpProxyBasePlugin
 
-from app.egress import Policy  # noqa: E402  (at start-up, not on the browser's first request)
+from app.egress import HostPattern, Policy  # noqa: E402  (at start-up, not on the browser's first request)
 
 # Read once, when proxy.py loads the plugin (before it listens; its acceptor inherits it).
 _POLICY = Policy.from_config(json.loads(os.environ.get("RD_EGRESS_POLICY") or "{}"))
 
 
+_fenced = {"stamp": None, "policy": _POLICY}
+
+
 def _policy():
-    return _POLICY
+    """The policy, narrowed to the running task's allowedDomains when RD_EGRESS_FENCE's file holds them
+    (re-read when it changes; a file that cannot be read fences everything off)."""
+    path = os.environ.get("RD_EGRESS_FENCE")
+    try:
+        info = os.stat(path) if path else None
+    except FileNotFoundError:
+        info = None
+    stamp = info and (info.st_ino, info.st_mtime_ns, info.st_size)
+    if stamp != _fenced["stamp"]:
+        policy = _POLICY
+        if stamp:
+            try:
+                with open(path) as f:
+                    policy = _POLICY.narrowed(json.load(f))
+            except (OSError, ValueError):
+                policy = replace(_POLICY, task_hosts=(HostPattern("", 0),))  # matches nothing
+        _fenced.update(stamp=stamp, policy=policy)
+    return _fenced["policy"]
 
 
 def _record(entry):

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "app.egress_plugin.EgressPlugin"
-POLICY_SETTINGS = ("ALLOW_PRIVATE_URLS", "EGRESS_ALLOW_HOSTS", "EGRESS_TREAT_AS_PUBLIC")
+POLICY_SETTINGS = ("ALLOW_PRIVATE_URLS", "EGRESS_ALLOW_HOSTS", "EGRESS_TREAT_AS_PUBLIC", "EGRESS_ONLY_HOSTS")
 # Beside the proxy flags: what would go around an HTTP proxy, off.
 HARDENING_ARGUMENTS = [
     # WebRTC's UDP (STUN/TURN, peer connections) cannot be proxied: only proxied connections for it.
@@ -58,6 +58,7 @@ class EgressProxy:
                           else _egress_root(config) / f"{os.getpid()}-{secrets.token_hex(6)}")
         self.port_file = self.directory / "port"
         self.refusal_log = self.directory / "refusals.jsonl"
+        self.fence_file = self.directory / "fence.json"  # the running task's allowedDomains (see fence)
         self.proc = None
         self.port = None
         self._seen = 0
@@ -70,7 +71,7 @@ class EgressProxy:
             probe.bind((self.host, 0))
             self.port = probe.getsockname()[1]
         env = {**os.environ, "RD_EGRESS_POLICY": json.dumps(self.settings, default=str),
-               "RD_EGRESS_LOG": str(self.refusal_log),
+               "RD_EGRESS_LOG": str(self.refusal_log), "RD_EGRESS_FENCE": str(self.fence_file),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         argv = [sys.executable, "-m", "proxy", "--hostname", self.host, "--port", str(self.port),
                 "--port-file", str(self.port_file), "--num-acceptors", "1", "--plugins", PLUGIN,
@@ -117,12 +118,23 @@ class EgressProxy:
         fresh, self._seen = found[self._seen:], len(found)
         return [r for r in fresh if r.get("kind", "policy") == "policy"]
 
+    def fence(self, patterns):
+        """Narrow the proxy to a task's allowedDomains (host patterns) from its next connection on; None or []
+        lifts the fence. A kept session's proxy serves one task after another: each task sets its own."""
+        if not patterns:
+            self.fence_file.unlink(missing_ok=True)
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        part = self.directory / f"fence.{secrets.token_hex(4)}.part"
+        part.write_text(json.dumps(list(patterns)))
+        part.replace(self.fence_file)  # the proxy never reads half a file
+
     def stop(self):
         """End the proxy's process group (main process and its acceptor) and remove its directory. Idempotent."""
         proc, self.proc = self.proc, None
         if proc is not None:
             _end_group(proc.pid, lambda: proc.poll() is not None, proc.wait)
-        for name in ("port", "proxy.log", "stdout.log", "refusals.jsonl"):
+        for name in ("port", "proxy.log", "stdout.log", "refusals.jsonl", "fence.json"):
             (self.directory / name).unlink(missing_ok=True)
         try:
             self.directory.rmdir()

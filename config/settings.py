@@ -29,6 +29,16 @@ def _comma_list(value):
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
+def _host_patterns(value):
+    """EGRESS_ONLY_HOSTS: checked at start-up, so a typo fails loudly instead of fencing everything off."""
+    from app.egress import host_pattern
+
+    patterns = _comma_list(value)
+    for pattern in patterns:
+        host_pattern(pattern)
+    return patterns
+
+
 def _var_dir():
     path = Path(_env("VAR_DIR", str(ROOT / "var")))
     path.mkdir(parents=True, exist_ok=True)
@@ -118,6 +128,9 @@ def load():
         "EGRESS_ALLOW_HOSTS": _env("EGRESS_ALLOW_HOSTS", (), _comma_list),
         # TEST ONLY: addresses (e.g. 127.0.0.2) treated as public: a loopback server stands in for a public host.
         "EGRESS_TREAT_AS_PUBLIC": _env("EGRESS_TREAT_AS_PUBLIC", (), _comma_list),
+        # Host patterns (example.com, *.example.com, host:port; comma-separated): when set, every outbound
+        # connection (browsers, page reads, callbacks, MCP) must go to one of them, on top of the checks above.
+        "EGRESS_ONLY_HOSTS": _env("EGRESS_ONLY_HOSTS", (), _host_patterns),
         # Where a browser session's egress proxy listens (an address Grid nodes reach, when they are elsewhere).
         "BROWSER_PROXY_HOST": _env("BROWSER_PROXY_HOST", "127.0.0.1"),
         "MAX_CONTENT_LENGTH": _env("MAX_BODY_BYTES", 10 * 1024 * 1024, int),

@@ -10,7 +10,7 @@ from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, va
 
 from .. import json_schemas
 from ..api import ErrorSchema
-from ..egress import Policy, normalise
+from ..egress import Policy, host_pattern, normalise
 from ..netguard import UnsafeUrl
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
@@ -251,6 +251,13 @@ class SubmitSchema(LenientSchema):
     cloudBrowserSessionId = fields.String(allow_none=True, validate=validate.Length(max=64), metadata={
         "description": "Run in this kept cloud browser session (POST /cloud-browser/"
                        "create-and-initialize-cloud-browser-session); its browserWindowId may be sent too."})
+    allowedDomains = fields.List(fields.String(validate=validate.Length(min=1, max=300)), allow_none=True,
+                                 validate=validate.Length(min=1, max=100), metadata={
+        "description": "Fence the task's browser and page reads to these hosts: `example.com` (that host), "
+                       "`*.example.com` (it and its subdomains), either with `:port` (that port only), e.g. "
+                       "`127.0.0.1:8123`. Every other host is refused, redirects and a page's own requests "
+                       "included (400 for a pattern that is not one of these forms). It narrows the server's "
+                       "outbound policy, never widens it."})
 
     @pre_load
     def _accept_sdk_aliases(self, data, **_):
@@ -289,6 +296,14 @@ class SubmitSchema(LenientSchema):
         if value is None:
             return
         _check_outbound(value, ("https",), HTTPS_URL, "callbackUrl must be an https:// URL")  # and at each delivery
+
+    @validates("allowedDomains")
+    def _are_host_patterns(self, value, **_):
+        for index, pattern in enumerate(value or []):
+            try:
+                host_pattern(pattern)
+            except UnsafeUrl as exc:
+                raise ValidationError({index: [f"{exc}."]}) from None
 
     @validates("callbackHeaders")
     def _allowed_headers(self, value, **_):

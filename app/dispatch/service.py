@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 OPTION_FIELDS = (
     "clearChat", "generateGif", "responseFormat", "attachments", "timeZone", "mcpServers",
     "inputVariables", "chatHistory", "additionalContext", "reasoningMode",
-    "cloudBrowserSessionName",
+    "cloudBrowserSessionName", "allowedDomains",
 )
 
 

@@ -479,6 +479,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         self.download_dir = os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id)
         # Started first and waited for last: Chromium starts while the proxy does.
         self.egress = EgressProxy(config, label).start()
+        self.egress.fence(options.get("allowedDomains"))
         browser = None
         try:
             browser = SeleniumBrowser(
@@ -522,7 +523,7 @@ class ClientBrowserEnvironment(BrowserEnvironment):
 
         # The user's own browser, but the agent's navigation follows the service's outbound policy.
         return ExtensionBrowser(task.browser_window_id, task.id, timeout=config["WINDOW_COMMAND_TIMEOUT_SECONDS"],
-                                check_url=Policy.from_config(config).check_url,
+                                check_url=task_policy(task, config).check_url,
                                 should_stop=should_stop).begin(task.prompt)
 
     def _act(self, what, done=None):
@@ -571,6 +572,7 @@ class KeptSessionEnvironment(BrowserEnvironment):
         # refusal log, read here, puts what it refused during each step into the trace. Never stopped here.
         self.egress = EgressProxy(config, directory=browsers.egress_dir(config, session.id))
         self.egress.new_refusals()  # earlier tasks' refusals are not this task's
+        self.egress.fence((task.options or {}).get("allowedDomains"))  # this task's, or none
         try:
             return KeptSessionBrowser(
                 webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
@@ -585,11 +587,17 @@ class KeptSessionEnvironment(BrowserEnvironment):
             super().close()
         finally:
             if getattr(self, "session_id", None):
+                self.egress.fence(None)
                 sessions.release(self.session_id, self.task.id)
 
 
 # executionMode → browser environment class for the web agent; the browser issues register theirs here.
 BROWSER_ENVIRONMENTS = {"cloud_browser": CloudBrowserEnvironment, "client": ClientBrowserEnvironment}
+
+
+def task_policy(task, config):
+    """The outbound policy, fenced to the task's allowedDomains when it has them."""
+    return Policy.from_config(config).narrowed((task.options or {}).get("allowedDomains"))
 
 
 def environment_for(task, should_stop, config):
@@ -598,7 +606,7 @@ def environment_for(task, should_stop, config):
     if task.cloud_session_id:
         return KeptSessionEnvironment(task, should_stop, config)
     if task.execution_mode == "cloud":
-        return HttpPageEnvironment(task, should_stop, policy=Policy.from_config(config),
+        return HttpPageEnvironment(task, should_stop, policy=task_policy(task, config),
                                    timeout=config["FETCH_TIMEOUT_SECONDS"])
     browser = BROWSER_ENVIRONMENTS.get(task.execution_mode)
     if browser is None:
