@@ -85,8 +85,8 @@ def measure_cdp(stack):
         path = "/devtools/" + next(p for p in pages if p["type"] == "page")["webSocketDebuggerUrl"].split("/devtools/")[1]
         relay = session["cdp_websocket_url"].split("/devtools/")[0]
         headers = [f"{name}: {value}" for name, value in session["cdp_auth_headers"].items()]
-        direct_ws = websocket.create_connection(f"ws://{debugger}{path}", timeout=60)
-        relay_ws = websocket.create_connection(relay + path, header=headers, timeout=60)
+        direct_ws = websocket.create_connection(f"ws://{debugger}{path}", timeout=60, suppress_origin=True)
+        relay_ws = websocket.create_connection(relay + path, header=headers, timeout=60, suppress_origin=True)
         page = f"http://127.0.0.1:{server.server_address[1]}/busy"
         _call(direct_ws, 1, "Page.navigate", {"url": page})
         time.sleep(0.5)
