@@ -145,9 +145,7 @@ def test_a_free_key_gets_no_cdp_and_is_told_why(strict):
     assert reply.status_code == 403
     assert reply.json()["error"] == "CDP Not In Plan" and "'free' plan" in reply.json()["message"]
     headers = api(strict, key, "/cloud-browser/generate-cdp-auth-headers", cdp_websocket_url="ws://x/devtools/browser/y")
-    assert headers.status_code == 403
-    # Sessions without CDP stay open to it.
-    assert api(strict, key, "/cloud-browser/create-and-initialize-cloud-browser-session").status_code == 200
+    assert headers.status_code == 403  # (sessions without CDP stay open to it: tests/test_sessions.py)
 
 
 def test_every_hostile_cdp_command_is_refused_and_nothing_leaks(app, strict, site, canary, planted, outside):
@@ -156,6 +154,7 @@ def test_every_hostile_cdp_command_is_refused_and_nothing_leaks(app, strict, sit
     session_id = created["session_id"]
     downloads = browsers.downloads_dir(app.config, session_id)
     var_dir = Path(app.config["VAR_DIR"])
+    _discovery_points_at_the_relay(created)
     cdp = RawCdp(created["cdp_websocket_url"], created["cdp_auth_headers"])
     try:
         # The issue's table, row by row.
@@ -306,9 +305,8 @@ def test_playwright_over_cdp_stays_useful_and_is_told_what_is_refused(app, stric
     assert canary.connections == [] and SECRET not in json.dumps(value)
 
 
-def test_discovery_documents_point_at_the_relay_and_need_the_credential(strict):
-    key = make_key("discoverer", plan="pro")
-    created = cdp_session(strict, key)
+def _discovery_points_at_the_relay(created):
+    """/json/version and /json/list need the credential and name the relay, never the DevTools port."""
     relay = created["cdp_websocket_url"].split("/devtools/")[0].replace("ws://", "http://")
     headers = created["cdp_auth_headers"]
     assert requests.get(relay + "/json/version", timeout=10).status_code == 401
