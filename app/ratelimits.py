@@ -29,6 +29,8 @@ def init_app(app):
             except (KeyError, TypeError, ValueError):
                 raise ValueError(f"RATE_LIMIT_PLANS: plan {name!r} needs a {bucket!r} limit such as "
                                  f"'60/minute'; it has {plan!r}.") from None
+        if not isinstance(plan.get("cdp", False), bool):
+            raise ValueError(f"RATE_LIMIT_PLANS: plan {name!r} has \"cdp\": {plan['cdp']!r}; use true or false.")
     if app.config["RATE_LIMIT_DEFAULT_PLAN"] not in plans:
         raise ValueError(f"RATE_LIMIT_DEFAULT_PLAN {app.config['RATE_LIMIT_DEFAULT_PLAN']!r} is not "
                          f"one of the plans: {', '.join(plans)}.")
@@ -53,6 +55,11 @@ def _plan():
         log.warning("API key %s has unknown plan %r; using the default plan", g.api_key.id, name)
         name = current_app.config["RATE_LIMIT_DEFAULT_PLAN"]
     return name, plans[name]
+
+
+def plan_allows(feature):
+    """True if the caller's plan switches `feature` on ("cdp"); a plan that does not name it has it off."""
+    return _plan()[1].get(feature) is True
 
 
 def plan_limit(bucket):

@@ -32,7 +32,7 @@ os.environ.update({
     "VAR_DIR": str(LOG_DIR / "var"),
     "ALLOW_PRIVATE_URLS": "true",
     # The bench key's plan: the limiter runs on every request, as in production, but never refuses.
-    "RATE_LIMIT_PLANS": json.dumps({"bench": {"requests": "1000000/second", "polls": "1000000/second"}}),
+    "RATE_LIMIT_PLANS": json.dumps({"bench": {"requests": "1000000/second", "polls": "1000000/second", "cdp": True}}),
     # Shared counting (Redis), as production with more than one web process must have.
     "RATELIMIT_STORAGE_URI": os.environ.get("BENCH_RATELIMIT_STORAGE_URI", "redis://127.0.0.1:6379/0"),
     "RATELIMIT_KEY_PREFIX": "rd-bench",

@@ -1,6 +1,9 @@
-"""Benchmark 6: kept cloud browser sessions (`make bench-sessions`): create-and-initialize → usable session, and a
-task in a warm session against the same task in a fresh `cloud_browser` browser, measured in the same run."""
+"""Benchmark 6: kept cloud browser sessions (`make bench-sessions`): create-and-initialize → usable session, a task
+in a warm session against the same task in a fresh `cloud_browser` browser, and CDP through the session's checking
+relay against CDP straight to the browser (`python -m bench.sessions cdp` for that one alone), in the same run."""
+import json
 import statistics
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,12 +15,20 @@ ROUNDS = common.scaled(8, 3)
 SECTION = "6 sessions"
 
 
+# A page whose screenshot weighs what a real one does (a few hundred KiB of PNG): text and a noisy picture.
+BUSY = ("<html><head><title>Busy</title></head><body><h1>Report</h1>" + "<p>Lorem ipsum dolor sit amet. </p>" * 40 +
+        "<canvas id=c width=500 height=300></canvas><script>const c = document.getElementById('c').getContext('2d');"
+        "const d = c.createImageData(500, 300); for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7919) % 251;"
+        "c.putImageData(d, 0, 0);</script></body></html>").encode()
+
+
 class _Page(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
     def do_GET(self):
-        data = b"<html><head><title>Bench</title></head><body><h1>ready</h1><p>a page</p></body></html>"
+        data = BUSY if self.path == "/busy" else \
+            b"<html><head><title>Bench</title></head><body><h1>ready</h1><p>a page</p></body></html>"
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(data)))
@@ -58,6 +69,60 @@ def measure(stack):
     ]
 
 
+SCREENSHOTS = common.scaled(50, 20)
+
+
+def measure_cdp(stack):
+    """`SCREENSHOTS` Page.captureScreenshot over one page's CDP WebSocket, through the relay and direct, alternated."""
+    import websocket
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    session = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
+    try:
+        [(debugger,)] = stack.sql("SELECT debugger_address FROM cloud_sessions WHERE id = :id", id=session["session_id"])
+        pages = common.http().get(f"http://{debugger}/json/list", timeout=10).json()
+        path = "/devtools/" + next(p for p in pages if p["type"] == "page")["webSocketDebuggerUrl"].split("/devtools/")[1]
+        relay = session["cdp_websocket_url"].split("/devtools/")[0]
+        headers = [f"{name}: {value}" for name, value in session["cdp_auth_headers"].items()]
+        direct_ws = websocket.create_connection(f"ws://{debugger}{path}", timeout=60, suppress_origin=True)
+        relay_ws = websocket.create_connection(relay + path, header=headers, timeout=60, suppress_origin=True)
+        page = f"http://127.0.0.1:{server.server_address[1]}/busy"
+        _call(direct_ws, 1, "Page.navigate", {"url": page})
+        time.sleep(0.5)
+        for ws in (direct_ws, relay_ws) * 2:  # warm-up
+            _call(ws, 2, "Page.captureScreenshot", {"format": "png"})
+        direct_ms, relay_ms, sizes = [], [], []
+        for round_ in range(SCREENSHOTS):  # alternated, each side first every other round
+            for ws, times in ((relay_ws, relay_ms), (direct_ws, direct_ms))[::1 if round_ % 2 else -1]:
+                started = time.perf_counter()
+                sizes.append(len(_call(ws, 10 + round_, "Page.captureScreenshot", {"format": "png"})))
+                times.append((time.perf_counter() - started) * 1000)
+        direct_ws.close()
+        relay_ws.close()
+    finally:
+        stack_post(stack, "/cloud-browser/stop-cloud-browser-session", {"session_id": session["session_id"]})
+        server.shutdown()
+    relay_total, direct_total = sum(relay_ms), sum(direct_ms)
+    print(f"CDP relay: {SCREENSHOTS} screenshots ({statistics.median(sizes) / 1024:.0f} KiB each) "
+          f"{relay_total:.0f} ms through the relay, {direct_total:.0f} ms direct: ratio {relay_total / direct_total:.2f}",
+          flush=True)
+    return [Row(SECTION, f"{SCREENSHOTS} × Page.captureScreenshot through the CDP relay (ms, total)", relay_total,
+                "the same, straight to the browser's DevTools port (ms)", direct_total,
+                note=f"median per screenshot {statistics.median(relay_ms):.1f} vs {statistics.median(direct_ms):.1f} ms")]
+
+
+def _call(ws, call_id, method, params):
+    """Send one command and return its reply's raw text (events in between are read and dropped)."""
+    ws.send(json.dumps({"id": call_id, "method": method, "params": params}))
+    while True:
+        text = ws.recv()
+        if text.startswith(f'{{"id":{call_id},') or json.loads(text).get("id") == call_id:
+            if '"error"' in text[:200]:
+                raise RuntimeError(f"{method} failed: {text[:300]}")
+            return text
+
+
 def stack_post(stack, path, body):
     reply = common.http().post(f"{stack.web.url}/fast/v2{path}", json=body, timeout=120,
                                headers={"x-api-key": stack.api_key})
@@ -79,4 +144,4 @@ def run(stack, body):
 
 
 if __name__ == "__main__":
-    common.main(measure)
+    common.main(*([measure_cdp] if sys.argv[1:] == ["cdp"] else [measure, measure_cdp]))

@@ -59,16 +59,21 @@ def _encryption_key(var_dir):
 
 # Rate-limit plans: an API key's `plan` (set with `flask keys create --plan`) picks one.
 # "requests" covers submit, cancel and list; "polls" covers GET of one task. Limit strings are
-# flask-limiter's ("60/minute", "5/second;100/hour"). RATE_LIMIT_PLANS (JSON) adds or replaces plans.
+# flask-limiter's ("60/minute", "5/second;100/hour"). "cdp": true lets the plan's keys open cloud browser
+# sessions with CDP access (create-cloud-browser-session); a plan without it gets none. RATE_LIMIT_PLANS
+# (JSON) adds plans or changes the named values of existing ones.
 DEFAULT_RATE_LIMIT_PLANS = {
-    "free": {"requests": "60/minute", "polls": "600/minute"},
-    "pro": {"requests": "600/minute", "polls": "6000/minute"},
-    "dev": {"requests": "6000/minute", "polls": "60000/minute"},
+    "free": {"requests": "60/minute", "polls": "600/minute", "cdp": False},
+    "pro": {"requests": "600/minute", "polls": "6000/minute", "cdp": True},
+    "dev": {"requests": "6000/minute", "polls": "60000/minute", "cdp": True},
 }
 
 
 def _rate_limit_plans():
-    return {**DEFAULT_RATE_LIMIT_PLANS, **json.loads(_env("RATE_LIMIT_PLANS", "{}"))}
+    plans = {name: dict(plan) for name, plan in DEFAULT_RATE_LIMIT_PLANS.items()}
+    for name, plan in json.loads(_env("RATE_LIMIT_PLANS", "{}")).items():
+        plans[name] = {**plans.get(name, {}), **plan} if isinstance(plan, dict) else plan
+    return plans
 
 
 def load():

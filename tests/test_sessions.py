@@ -12,7 +12,7 @@ from app.extensions import db
 from app.models import CloudSession
 from app.egress_proxy import proxies_under
 from app.sessions.browsers import egress_dir, profile_processes
-from tests.conftest import wait_until
+from tests.conftest import make_key, wait_until
 from tests.sdk_support import LiveService, run_sdk
 
 pytestmark = pytest.mark.slow
@@ -254,7 +254,8 @@ def test_files_the_session_downloaded_reach_the_sdk(service, api_key, site):
                             "content": "region,total\nnorth,7\n"}
 
 
-def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(service, api_key, other_key, site):
+def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(service, site):
+    api_key, other_key = make_key("cdp-user", plan="pro"), make_key("cdp-other", plan="pro")  # free: no CDP
     result = run_sdk(service, api_key, f'''
         import aiohttp
         from playwright.async_api import async_playwright

@@ -256,8 +256,9 @@ def _reap_profile_processes(profile_dir):
             time.sleep(0.05)
 
 
-def start_cdp_proxy(config, debugger_address, token_sha256):
-    """Start the session's authenticating DevTools proxy (app/sessions/cdp_proxy.py): (pid, port, ws path)."""
+def start_cdp_proxy(config, debugger_address, token_sha256, downloads=None):
+    """Start the session's authenticating DevTools proxy (app/sessions/cdp_proxy.py): (pid, port, ws path).
+    `downloads`: the session's download folder, where the relay sends every CDP download (None: refused)."""
     if not debugger_address:
         raise LaunchFailed("this session's browser has no DevTools endpoint.")
     if "://" in debugger_address:  # a Grid's se:cdp URL: its path is the one endpoint allowed
@@ -272,7 +273,7 @@ def start_cdp_proxy(config, debugger_address, token_sha256):
             raise LaunchFailed(f"the browser's DevTools endpoint did not answer: {exc}") from None
         path = urlsplit(version["webSocketDebuggerUrl"]).path
     env = {**os.environ, "CDP_TARGET": target, "CDP_TOKEN_SHA256": token_sha256, "CDP_ALLOWED_PREFIX": prefix,
-           "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1")}
+           "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1"), "CDP_DOWNLOADS_DIR": str(downloads or "")}
     proc = subprocess.Popen([sys.executable, "-m", "app.sessions.cdp_proxy"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True,
                             cwd=Path(__file__).resolve().parents[2])

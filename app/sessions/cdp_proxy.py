@@ -1,29 +1,47 @@
-"""The authenticating door to one session's DevTools endpoint: `python -m app.sessions.cdp_proxy`.
+"""The authenticating CDP relay in front of one session's DevTools endpoint: `python -m app.sessions.cdp_proxy`.
 
 CDP is full control of the browser, so the DevTools port itself stays on loopback and callers come
-through here: a WebSocket upgrade is let through only with `Authorization: Bearer <token>` for this
-session (its SHA-256 is in CDP_TOKEN_SHA256), only to paths under CDP_ALLOWED_PREFIX; after the
-handshake the bytes are relayed as they are. It exits when the browser is gone, so it never
-outlives its session (stopping the session also kills it).
+through here. A request is served only with `Authorization: Bearer <token>` for this session (its
+SHA-256 is in CDP_TOKEN_SHA256): WebSocket upgrades to paths under CDP_ALLOWED_PREFIX, and the
+/json/version and /json/list discovery documents with their URLs pointing here. Over the WebSocket,
+every command the caller sends is parsed, checked by app/sessions/cdp_policy.py (refused with a CDP
+error, or rewritten) and re-serialised, so the browser reads exactly what was checked; what the
+browser sends back is passed through frame by frame, unparsed (it carries the screenshots). It exits
+when the browser is gone, so it never outlives its session (stopping the session also kills it).
 
 Environment: CDP_TARGET (host:port of DevTools), CDP_TOKEN_SHA256, CDP_ALLOWED_PREFIX (default
-/devtools/), CDP_BIND (default 127.0.0.1). Prints the port it listens on, then serves.
+/devtools/), CDP_BIND (default 127.0.0.1), CDP_DOWNLOADS_DIR (the session's download folder; empty:
+downloads refused). Prints the port it listens on, then serves.
 """
 import asyncio
+import base64
 import hashlib
 import hmac
+import json
 import os
+import re
+import secrets
 import sys
 
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
+
+from .cdp_policy import Policy, Refused, dumps, error_reply, loads
+
 HEAD_LIMIT = 16 * 1024
-DROPPED = {"authorization", "host", "origin"}
+MESSAGE_LIMIT = 64 * 1024 * 1024  # one command (a big Runtime.evaluate or setDocumentContent fits)
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+JSON_PATHS = {"/json/version": "version", "/json/list": "list", "/json": "list"}
+HOST_HEADER = re.compile(r"^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
+DATA_OPCODES = (0x0, 0x1, 0x2)
 
 
 class Proxy:
-    def __init__(self, target, token_sha256, prefix):
+    def __init__(self, target, token_sha256, prefix, downloads=None):
         self.host, _, port = target.rpartition(":")
         self.port = int(port)
         self.token_sha256, self.prefix = token_sha256, prefix
+        self.policy = Policy(downloads)
 
     async def handle(self, reader, writer):
         try:
@@ -34,26 +52,29 @@ class Proxy:
         lines = head.decode("latin-1").split("\r\n")
         method, _, rest = lines[0].partition(" ")
         path = rest.rpartition(" ")[0]
-        headers = []
+        named = {}
         for line in lines[1:]:
             if ":" in line:
                 name, _, value = line.partition(":")
-                headers.append((name.strip(), value.strip()))
-        named = {name.lower(): value for name, value in headers}
-        if method != "GET" or named.get("upgrade", "").lower() != "websocket":
-            return await self._refuse(writer, 400, "Bad Request", "only WebSocket upgrades are served here")
+                named[name.strip().lower()] = value.strip()
+        if method != "GET":
+            return await _refuse(writer, 405, "Method Not Allowed", "only GET is served here")
         if not self._authorized(named.get("authorization", "")):
-            return await self._refuse(writer, 401, "Unauthorized", "a valid session credential is required")
-        if not path.startswith(self.prefix) or ".." in path:
-            return await self._refuse(writer, 404, "Not Found", "no such DevTools endpoint")
-        try:
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
-        except OSError:
-            return await self._refuse(writer, 502, "Bad Gateway", "the browser is gone")
-        forwarded = [f"GET {path} HTTP/1.1", f"Host: {self.host}:{self.port}"]
-        forwarded += [f"{name}: {value}" for name, value in headers if name.lower() not in DROPPED]
-        up_writer.write(("\r\n".join(forwarded) + "\r\n\r\n").encode("latin-1"))
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            return await _refuse(writer, 401, "Unauthorized", "a valid session credential is required")
+        if named.get("upgrade", "").lower() != "websocket":
+            return await self._discovery(writer, path, named.get("host", ""))
+        if not path.startswith(self.prefix) or ".." in path or "%" in path:
+            return await _refuse(writer, 404, "Not Found", "no such DevTools endpoint")
+        key = named.get("sec-websocket-key", "")
+        if named.get("sec-websocket-version") != "13" or len(key) != 24:
+            return await _refuse(writer, 400, "Bad Request", "a WebSocket version 13 handshake is required")
+        upstream = await self._open_upstream(path)
+        if upstream is None:
+            return await _refuse(writer, 502, "Bad Gateway", "the browser is gone")
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        writer.write(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     f"Sec-WebSocket-Accept: {accept}\r\n\r\n".encode())
+        await Relay(self.policy, reader, writer, *upstream).run()
 
     def _authorized(self, header):
         scheme, _, token = header.partition(" ")
@@ -61,14 +82,58 @@ class Proxy:
             return False
         return hmac.compare_digest(hashlib.sha256(token.strip().encode()).hexdigest(), self.token_sha256)
 
-    async def _refuse(self, writer, status, reason, message):
-        body = message.encode()
-        writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-                     f"Connection: close\r\n\r\n".encode() + body)
+    async def _open_upstream(self, path):
+        """A WebSocket to the browser, without extensions (no compression: frames pass through as they are)."""
         try:
-            await writer.drain()
+            reader, writer = await asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT)
+            nonce = base64.b64encode(secrets.token_bytes(16)).decode()
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nUpgrade: websocket\r\n"
+                         f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                         .encode())
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError):
+            return None
+        if head.split(b" ", 2)[1:2] != [b"101"]:
+            writer.close()
+            return None
+        return reader, writer
+
+    async def _discovery(self, writer, path, host):
+        """/json/version and /json/list as the browser answers them, every URL pointing at this relay
+        (Playwright's connect_over_cdp and Puppeteer read them when given an http:// endpoint)."""
+        kind = JSON_PATHS.get(path.split("?", 1)[0].rstrip("/") or "/")
+        if kind is None or self.prefix != "/devtools/":  # a Grid's CDP endpoint has no discovery documents
+            return await _refuse(writer, 404, "Not Found", "only /json/version, /json/list and WebSocket "
+                                                           "upgrades are served here")
+        try:
+            document = await self._upstream_json("/json/version" if kind == "version" else "/json/list")
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+            return await _refuse(writer, 502, "Bad Gateway", "the browser is gone")
+        here = host if HOST_HEADER.match(host) else f"{self.host}:{writer.get_extra_info('sockname')[1]}"
+        for entry in (document if isinstance(document, list) else [document]):
+            for name in ("devtoolsFrontendUrl", "devtoolsFrontendUrlCompat"):
+                entry.pop(name, None)  # devtools: pages are not served
+            ws = entry.get("webSocketDebuggerUrl")
+            if isinstance(ws, str) and "/devtools/" in ws:
+                entry["webSocketDebuggerUrl"] = f"ws://{here}/devtools/{ws.split('/devtools/', 1)[1]}"
+        body = json.dumps(document).encode()
+        writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                     f"Connection: close\r\n\r\n".encode() + body)
+        await _close(writer)
+
+    async def _upstream_json(self, path):
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n".encode())
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            if head.split(b" ", 2)[1:2] != [b"200"] or not length:
+                raise ValueError("the browser did not answer")
+            # Chromium keeps the connection open whatever we ask: read exactly the body.
+            body = await asyncio.wait_for(reader.readexactly(int(length.group(1))), 10)
         finally:
             writer.close()
+        return json.loads(body)
 
     async def browser_gone(self):
         """Returns once the DevTools port has refused connections three times in a row."""
@@ -83,12 +148,146 @@ class Proxy:
                 misses += 1
 
 
-async def _pipe(reader, writer):
+class Relay:
+    """One caller's WebSocket to one browser endpoint: commands checked on the way in, frames passed out."""
+
+    def __init__(self, policy, reader, writer, up_reader, up_writer):
+        self.policy = policy
+        self.reader, self.writer, self.up_reader, self.up_writer = reader, writer, up_reader, up_writer
+        self.caller = Connection(ConnectionType.SERVER)  # parses the caller's (masked) frames, frames our replies
+        self.browser = Connection(ConnectionType.CLIENT)  # frames (and masks) what we send the browser
+        self.at_boundary = True  # the browser→caller stream is between messages: a reply of ours may go in
+        self.pending = []  # our replies waiting for such a boundary
+
+    async def run(self):
+        tasks = [asyncio.ensure_future(self._from_caller()), asyncio.ensure_future(self._from_browser())]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.writer.close()
+        self.up_writer.close()
+
+    async def _from_caller(self):
+        parts, size = [], 0
+        try:
+            while data := await self.reader.read(65536):
+                self.caller.receive_data(data)
+                for event in self.caller.events():
+                    if isinstance(event, TextMessage):
+                        parts.append(event.data)
+                        size += len(event.data)
+                        if size > MESSAGE_LIMIT:
+                            return self._close_caller(1009, "CDP message too big")
+                        if event.message_finished:
+                            self._command("".join(parts))
+                            parts, size = [], 0
+                    elif isinstance(event, BytesMessage):
+                        # Chromium would read a binary frame as CBOR, which this relay does not check.
+                        return self._close_caller(1003, "binary CDP messages are refused by Remote Dispatch")
+                    elif isinstance(event, (Ping, Pong)):
+                        self.up_writer.write(self.browser.send(event))  # the browser's pong comes back as it is
+                    elif isinstance(event, CloseConnection):
+                        self.up_writer.write(self.browser.send(CloseConnection(code=event.code, reason=event.reason)))
+                        await self.up_writer.drain()
+                        await asyncio.sleep(1)  # let the browser's closing frame through
+                        return
+                await self.up_writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        except Exception:  # a protocol error of the caller's (wsproto raises on bad framing)
+            return
+
+    def _command(self, text):
+        try:
+            message = loads(text)
+        except ValueError:
+            return self._reply(error_reply(None, "it is not valid JSON"))
+        try:
+            forwarded = self.policy.check(message)
+        except Refused as exc:
+            return self._reply(error_reply(message, str(exc)))
+        try:
+            self.up_writer.write(self.browser.send(TextMessage(data=dumps(forwarded))))
+        except ValueError as exc:
+            self._reply(error_reply(message, str(exc)))
+
+    def _reply(self, message):
+        self._to_caller(self.caller.send(TextMessage(data=json.dumps(message))))
+
+    def _close_caller(self, code, reason):
+        self._to_caller(self.caller.send(CloseConnection(code=code, reason=reason)))
+
+    def _to_caller(self, frame):
+        if self.at_boundary:
+            self.writer.write(frame)
+        else:
+            self.pending.append(frame)
+
+    async def _from_browser(self):
+        """Frames pass through untouched; only their headers are read, to know where our replies may go."""
+        head = bytearray()  # a frame header split across reads
+        remaining = 0  # payload bytes of the current frame still to come
+        in_message = False  # a data frame without FIN was seen: its continuation frames follow
+        try:
+            while data := await self.up_reader.read(1 << 18):
+                start, i, n = 0, 0, len(data)
+                while i < n:
+                    if remaining:
+                        step = min(remaining, n - i)
+                        remaining -= step
+                        i += step
+                    else:
+                        head.append(data[i])
+                        i += 1
+                        if len(head) == _header_size(head):
+                            fin, opcode, remaining = _parse_header(head)
+                            head.clear()
+                            if opcode in DATA_OPCODES:
+                                in_message = not fin
+                    self.at_boundary = not remaining and not head and not in_message
+                    if self.at_boundary and self.pending:
+                        self.writer.write(data[start:i])
+                        start = i
+                        self._flush()
+                self.writer.write(data[start:])
+                await self.writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+
+    def _flush(self):
+        for frame in self.pending:
+            self.writer.write(frame)
+        self.pending.clear()
+
+
+def _header_size(head):
+    if len(head) < 2:
+        return None
+    length = head[1] & 0x7F
+    return 2 + (2 if length == 126 else 8 if length == 127 else 0) + (4 if head[1] & 0x80 else 0)
+
+
+def _parse_header(head):
+    fin, opcode, length = bool(head[0] & 0x80), head[0] & 0x0F, head[1] & 0x7F
+    if length == 126:
+        length = int.from_bytes(head[2:4], "big")
+    elif length == 127:
+        length = int.from_bytes(head[2:10], "big")
+    return fin, opcode, length
+
+
+async def _refuse(writer, status, reason, message):
+    body = message.encode()
+    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                 f"Connection: close\r\n\r\n".encode() + body)
+    await _close(writer)
+
+
+async def _close(writer):
     try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, asyncio.IncompleteReadError):
+        await writer.drain()
+    except ConnectionError:
         pass
     finally:
         writer.close()
@@ -96,7 +295,7 @@ async def _pipe(reader, writer):
 
 async def main():
     proxy = Proxy(os.environ["CDP_TARGET"], os.environ["CDP_TOKEN_SHA256"],
-                  os.environ.get("CDP_ALLOWED_PREFIX", "/devtools/"))
+                  os.environ.get("CDP_ALLOWED_PREFIX", "/devtools/"), os.environ.get("CDP_DOWNLOADS_DIR") or None)
     server = await asyncio.start_server(proxy.handle, os.environ.get("CDP_BIND", "127.0.0.1"), 0, limit=HEAD_LIMIT)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:

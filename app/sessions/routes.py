@@ -4,7 +4,8 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from ..auth import require_api_key
-from ..ratelimits import requests_limit
+from ..errors import ApiError
+from ..ratelimits import plan_allows, requests_limit
 from . import service
 from .schemas import (
     CdpHeadersRequestSchema, CdpHeadersSchema, CdpSessionCreatedSchema, CreateSessionSchema, DownloadQuerySchema,
@@ -51,6 +52,7 @@ class CreateCdpSession(MethodView):
     @blp.response(200, CdpSessionCreatedSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(403, schema="Error", description="The key's plan has no CDP access (`free` by default)")
     @blp.alt_response(429, schema="Error", description="Too many open sessions for this key")
     @blp.alt_response(503, schema="Error", description="No browser could be started")
     def post(self, data):
@@ -59,7 +61,11 @@ class CreateCdpSession(MethodView):
         The same session, plus its Chrome DevTools Protocol WebSocket (for Playwright's
         `connect_over_cdp`): connect with `cdp_auth_headers`, a credential valid for this session
         only, until it ends. `login_url` shows the session's window id in `#narada-browser-window-id`.
+        Commands that would reach the server's files or network around the egress policy are answered
+        with a CDP error (see the README); downloads always land in the session's own folder. Keys whose
+        plan has no CDP access (`free` by default) get 403.
         """
+        _require_cdp_plan()
         row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"),
                                              request.host.rpartition(":")[0] or request.host)
         return {"cdp_websocket_url": row.cdp_url, "session_id": row.id, "browser_window_id": row.browser_window_id,
@@ -73,11 +79,21 @@ class CdpHeaders(MethodView):
     @blp.arguments(CdpHeadersRequestSchema)
     @blp.response(200, CdpHeadersSchema)
     @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(403, schema="Error", description="The key's plan has no CDP access")
     @blp.alt_response(404, schema="Error", description="No session of this key has that CDP URL")
     @blp.alt_response(409, schema="Error", description="The session has ended")
     def post(self, data):
         """Get the CDP credential of a session again (to reconnect)"""
+        _require_cdp_plan()
         return service.cdp_auth_headers(g.api_key.id, data["cdp_websocket_url"])
+
+
+def _require_cdp_plan():
+    if not plan_allows("cdp"):
+        raise ApiError(403, "CDP Not In Plan",
+                       f"The '{g.api_key.plan}' plan of this API key has no CDP access: start a session without "
+                       f"CDP (create-and-initialize-cloud-browser-session), or use a key of a plan with \"cdp\": "
+                       f"true in RATE_LIMIT_PLANS.")
 
 
 LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Remote Dispatch cloud session</title></head>

@@ -264,7 +264,10 @@ def create_with_cdp(api_key_id, name, timeout, public_host):
     row = create(api_key_id, name, timeout)
     token = secrets.token_urlsafe(32)
     try:
-        pid, port, path = browsers.start_cdp_proxy(current_app.config, row.debugger_address, hash_token(token))
+        # On a Grid the browser's files are on another machine: no download folder of ours to send CDP downloads to.
+        downloads = None if row.host == "grid" else browsers.downloads_dir(current_app.config, row.id)
+        pid, port, path = browsers.start_cdp_proxy(current_app.config, row.debugger_address, hash_token(token),
+                                                   downloads)
     except browsers.LaunchFailed as exc:
         end(row.id, "failed")
         raise ApiError(503, "Browser Unavailable", f"CDP access could not be set up: {exc}") from None

@@ -1,0 +1,187 @@
+"""What a caller may send over a session's CDP: every client→browser message is checked (and maybe rewritten) here."""
+import json
+import os
+
+# Schemes a page may be opened at: the web (behind the egress proxy) and inert in-memory documents.
+# Everything else (file:, filesystem:, chrome:, chrome-untrusted:, view-source:, devtools:, chrome-extension:,
+# javascript:, ...) is refused; about: only as about:blank / about:srcdoc, since Chromium maps other about:
+# pages (about:version, about:settings) onto chrome: pages.
+WEB_SCHEMES = {"http", "https"}
+PAGE_SCHEMES = WEB_SCHEMES | {"data", "blob", "about"}
+ABOUT_PAGES = {"about:blank", "about:srcdoc"}
+SCHEME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789+-.")
+
+# Method (or "Domain.") -> why it is refused whatever its parameters.
+REFUSED = {
+    "Target.exposeDevToolsProtocol": "it hands the page's own scripts a CDP channel that bypasses this relay",
+    "Target.setRemoteLocations": "it makes the browser connect to hosts of the caller's choosing, around the egress proxy",
+    "Target.openDevTools": "devtools: pages are not served",
+    "Extensions.loadUnpacked": "extensions are never loaded from the server's disk",
+    "SystemInfo.": "it describes the server machine, not the session",
+    "Browser.getBrowserCommandLine": "it reveals the server's paths and the session's egress proxy",
+    "Browser.crash": "stop the session through the API instead (stop-cloud-browser-session)",
+    "Browser.crashGpuProcess": "stop the session through the API instead (stop-cloud-browser-session)",
+    "PWA.": "installing or launching web apps is not part of a session (a bundle can be a file of the server)",
+    "Tethering.": "it opens listening ports on the server",
+    "Cast.": "it looks for devices on the server's network, around the egress proxy",
+    "DeviceAccess.": "it hands pages the server's devices",
+    "Page.handleFileChooser": "it takes files from the server's disk (use DOM.setFileInputFiles with the session's downloads)",
+}
+ERROR_CODE = -32000
+
+
+class Refused(Exception):
+    """The message must not reach the browser; str() is the reason, for the caller's CDP error."""
+
+
+class Policy:
+    """The checks for one session: `downloads` is its own download folder (None: downloads are refused)."""
+
+    def __init__(self, downloads=None):
+        self.downloads = os.path.realpath(downloads) if downloads else None
+        self.rules = {
+            "Target.createTarget": self._url_param("url", PAGE_SCHEMES, empty_ok=True),
+            "Page.navigate": self._url_param("url", PAGE_SCHEMES),
+            "Network.loadNetworkResource": self._url_param("url", WEB_SCHEMES),
+            "Fetch.continueRequest": self._url_param("url", WEB_SCHEMES, empty_ok=True),
+            "Network.continueInterceptedRequest": self._url_param("url", WEB_SCHEMES, empty_ok=True),
+            "Target.createBrowserContext": self._no_proxy,
+            "Browser.setDownloadBehavior": self._downloads_here,
+            "Page.setDownloadBehavior": self._downloads_here,
+            "DOM.setFileInputFiles": self._files_param(lambda params: params.get("files")),
+            "Input.dispatchDragEvent": self._files_param(lambda params: (params.get("data") or {}).get("files")),
+            "Tracing.start": self._tracing,
+            "Target.sendMessageToTarget": self._inner_message,
+        }
+
+    def check(self, message):
+        """The message to forward (maybe rewritten); raises Refused. `message` is a parsed JSON value."""
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            raise Refused("a CDP command is a JSON object with a string \"method\"")
+        params = message.get("params", {})
+        if not isinstance(params, dict) or not isinstance(message.get("sessionId", ""), str):
+            raise Refused("\"params\" must be an object and \"sessionId\" a string")
+        method = message["method"]
+        reason = REFUSED.get(method) or REFUSED.get(method.split(".", 1)[0] + ".")
+        if reason:
+            raise Refused(reason)
+        rule = self.rules.get(method)
+        if rule is not None:
+            message = {**message, "params": rule(dict(params))}
+        return message
+
+    # Rules: each takes a copy of the params and returns the params to forward, or raises Refused.
+
+    def _url_param(self, name, schemes, empty_ok=False):
+        def rule(params):
+            value = params.get(name)
+            if value is None or (empty_ok and value == ""):
+                return params
+            if not isinstance(value, str):
+                raise Refused(f"\"{name}\" must be a string")
+            refusal = url_refusal(value, schemes)
+            if refusal:
+                raise Refused(refusal)
+            return params
+        return rule
+
+    @staticmethod
+    def _no_proxy(params):
+        for name in ("proxyServer", "proxyBypassList"):
+            if name in params:
+                raise Refused(f"\"{name}\" is not allowed: every connection of a session goes through its egress proxy")
+        return params
+
+    def _downloads_here(self, params):
+        """Downloads land in the session's own folder whatever path the caller named (Playwright names a
+        folder of its own for every context); other behaviours (deny, default) need no path."""
+        if params.get("behavior") in ("allow", "allowAndName"):
+            if self.downloads is None:
+                raise Refused("this session's browser has no download folder here (it runs on a Selenium Grid)")
+            params["downloadPath"] = self.downloads
+        else:
+            params.pop("downloadPath", None)
+        return params
+
+    def _files_param(self, files_of):
+        def rule(params):
+            files = files_of(params)
+            if files is None:
+                return params
+            if not isinstance(files, list) or not all(isinstance(path, str) for path in files):
+                raise Refused("\"files\" must be a list of paths")
+            for path in files:
+                if not self._in_downloads(path):
+                    raise Refused(f"{path!r} is not a file of this session's downloads; only those can be given to "
+                                  f"a page")
+            return params
+        return rule
+
+    def _in_downloads(self, path):
+        if self.downloads is None or not os.path.isabs(path):
+            return False
+        return os.path.realpath(path).startswith(self.downloads + os.sep)
+
+    @staticmethod
+    def _tracing(params):
+        if "perfettoConfig" in params or params.get("tracingBackend") == "system":
+            raise Refused("only Chrome's own tracing, returned over CDP, is available (no perfettoConfig, no system "
+                          "backend: they can write files on the server)")
+        return params
+
+    def _inner_message(self, params):
+        """The old, non-flat way to talk to a target: the wrapped command gets the same checks."""
+        inner = params.get("message")
+        if not isinstance(inner, str):
+            raise Refused("\"message\" must be a string holding a CDP command")
+        try:
+            parsed = loads(inner)
+        except ValueError:
+            raise Refused("\"message\" is not a JSON CDP command") from None
+        params["message"] = dumps(self.check(parsed))
+        return params
+
+
+def url_refusal(url, schemes):
+    """None if `url` may be opened, else why not. Normalised as Chromium's URL parser does first (tabs and
+    newlines dropped anywhere, control characters and spaces trimmed at both ends), so both see one scheme."""
+    cleaned = "".join(ch for ch in url if ch not in "\t\n\r").strip("".join(map(chr, range(0x21))))
+    scheme, colon, rest = cleaned.partition(":")
+    scheme = scheme.lower()
+    if not colon or not scheme or not scheme[0].isalpha() or not set(scheme) <= SCHEME_CHARS:
+        return "only absolute http(s) URLs (and about:blank) can be opened"
+    if scheme == "about" and "about" in schemes:
+        page = "about:" + rest.split("?", 1)[0].split("#", 1)[0].lower()
+        if page in ABOUT_PAGES:
+            return None
+        return f"{page} is not served (only about:blank and about:srcdoc)"
+    if scheme == "blob" and "blob" in schemes:
+        return url_refusal(rest, WEB_SCHEMES) and "blob: URLs are allowed only for http(s) origins"
+    if scheme not in schemes:
+        return (f"{scheme}: URLs are not served (only {', '.join(sorted(schemes))}): the server's files and the "
+                f"browser's own pages stay out of reach")
+    return None
+
+
+def _no_constants(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(text):
+    """JSON as the browser reads it: NaN and Infinity refused (the message is re-serialised before forwarding)."""
+    return json.loads(text, parse_constant=_no_constants)
+
+
+def dumps(message):
+    return json.dumps(message, allow_nan=False, separators=(",", ":"))
+
+
+def error_reply(message, reason):
+    """The CDP error answer to a refused command (`message`: the parsed command, maybe not even an object)."""
+    method = message.get("method") if isinstance(message, dict) else None
+    reply = {"id": message.get("id") if isinstance(message, dict) else None,
+             "error": {"code": ERROR_CODE, "message": f"{method or 'this message'} is refused by Remote Dispatch: "
+                                                      f"{reason}"}}
+    if isinstance(message, dict) and isinstance(message.get("sessionId"), str):
+        reply["sessionId"] = message["sessionId"]
+    return reply

@@ -1,0 +1,113 @@
+"""The CDP relay against a scripted browser: what reaches the browser is what was checked, and refusals never split a reply."""
+import asyncio
+import base64
+import hashlib
+import json
+import threading
+import time
+
+import pytest
+import websocket
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import TextMessage
+
+from app.sessions.cdp_proxy import WS_GUID, Proxy
+
+TOKEN = "relay-test-token"
+
+
+class ScriptedBrowser:
+    """A DevTools WebSocket endpoint that records the commands it gets and answers each one in three
+    fragments, the last sent a moment later (so a refusal of the relay could land in between)."""
+
+    def __init__(self, loop):
+        self.received = []
+        self.loop = loop
+
+    async def handle(self, reader, writer):
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
+                   if line.lower().startswith("sec-websocket-key:"))
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        writer.write(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     f"Sec-WebSocket-Accept: {accept}\r\n\r\n".encode())
+        ws = Connection(ConnectionType.SERVER)
+        while data := await reader.read(65536):
+            ws.receive_data(data)
+            for event in ws.events():
+                if isinstance(event, TextMessage):
+                    command = json.loads(event.data)
+                    self.received.append(command)
+                    reply = json.dumps({"id": command["id"], "result": {"echo": "x" * 300_000}})
+                    third = len(reply) // 3
+                    writer.write(ws.send(TextMessage(data=reply[:third], message_finished=False)))
+                    writer.write(ws.send(TextMessage(data=reply[third:2 * third], message_finished=False)))
+                    await writer.drain()
+                    await asyncio.sleep(0.5)
+                    writer.write(ws.send(TextMessage(data=reply[2 * third:], message_finished=True)))
+                    await writer.drain()
+
+
+@pytest.fixture
+def relay(tmp_path):
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    browser = ScriptedBrowser(loop)
+
+    async def start():
+        upstream = await asyncio.start_server(browser.handle, "127.0.0.1", 0)
+        proxy = Proxy(f"127.0.0.1:{upstream.sockets[0].getsockname()[1]}", hashlib.sha256(TOKEN.encode()).hexdigest(),
+                      "/devtools/", str(tmp_path / "downloads"))
+        front = await asyncio.start_server(proxy.handle, "127.0.0.1", 0)
+        return upstream, front
+
+    upstream, front = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    url = f"ws://127.0.0.1:{front.sockets[0].getsockname()[1]}/devtools/browser/abc"
+    yield url, browser, tmp_path / "downloads"
+    async def stop():
+        for server in (upstream, front):
+            server.close()
+        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+            task.cancel()
+
+    asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def test_commands_reach_the_browser_as_checked_and_refusals_wait_for_whole_replies(relay):
+    url, browser, downloads = relay
+    ws = websocket.create_connection(url, header=[f"Authorization: Bearer {TOKEN}"], timeout=30)
+    try:
+        ws.send(json.dumps({"id": 1, "method": "Browser.setDownloadBehavior",
+                            "params": {"behavior": "allow", "downloadPath": "/usr/lib/python3/site-packages"}}))
+        time.sleep(0.25)  # the browser is now between the fragments of its reply (on a slow machine, maybe not yet)
+        ws.send(json.dumps({"id": 2, "method": "SystemInfo.getInfo", "sessionId": "S1"}))
+        ws.send('{"id": 3, "method": "Runtime.evaluate", "params": {"expression": NaN}}')
+        replies = [json.loads(ws.recv()) for _ in range(3)]  # a reply split by ours would fail to parse here
+    finally:
+        ws.close()
+    by_id = {reply["id"]: reply for reply in replies}
+    assert len(by_id[1]["result"]["echo"]) == 300_000
+    assert by_id[2]["sessionId"] == "S1"
+    assert by_id[2]["error"] == {"code": -32000, "message": "SystemInfo.getInfo is refused by Remote Dispatch: it "
+                                                            "describes the server machine, not the session"}
+    assert "not valid JSON" in by_id[None]["error"]["message"]
+    # Only the checked command reached the browser, its download path rewritten into the session's folder.
+    assert browser.received == [{"id": 1, "method": "Browser.setDownloadBehavior",
+                                 "params": {"behavior": "allow", "downloadPath": str(downloads)}}]
+
+
+def test_without_the_credential_nothing_is_relayed(relay):
+    url, browser, _ = relay
+    for headers in ([], ["Authorization: Bearer wrong"], ["Authorization: Basic " + TOKEN]):
+        with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+            websocket.create_connection(url, header=headers, timeout=10)
+        assert refused.value.status_code == 401
+    with pytest.raises(websocket.WebSocketBadStatusException) as elsewhere:
+        websocket.create_connection(url.replace("/devtools/", "/other/"), header=[f"Authorization: Bearer {TOKEN}"],
+                                    timeout=10)
+    assert elsewhere.value.status_code == 404
+    assert browser.received == []
