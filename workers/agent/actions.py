@@ -49,6 +49,7 @@ class Observation:
     failed: bool = False  # the step did not do what it should (page unreachable, nothing matched)
     trace_result: str | None = None  # a short copy of the result kept in the trace (MCP tool calls)
     refused: tuple = ()  # what the browser's egress proxy refused during the step ("GET 10.0.0.1:80: why")
+    image: bytes | None = None  # a PNG screenshot beside the page view, for a vision model (never stored)
 
 
 @dataclass

@@ -26,6 +26,7 @@ class PageReading:
     title: str
     text: str  # the simplified view: numbered interactive elements `[N]<tag ...>label</tag>` and visible text
     elements: list = field(default_factory=list)  # [{"index", "tag", "label", "new": bool, ...}]
+    truncated: bool = False  # the view was cut at the budget (its text ends with a marker saying so)
 
 
 class Browser:
@@ -51,7 +52,7 @@ class Browser:
     def close_tab(self, index=None): raise NotImplementedError
 
     # reading
-    def read(self): raise NotImplementedError  # -> PageReading
+    def read(self, max_chars=40000): raise NotImplementedError  # -> PageReading, the view cut at max_chars
     def html(self): raise NotImplementedError
     def extract(self, selector): raise NotImplementedError  # -> [text of each match]
     def screenshot(self): raise NotImplementedError  # -> PNG bytes
