@@ -80,7 +80,8 @@ def episode(config, llm, base, task_name, seed):
         return {"task": task_name, "seed": seed, "reward": reward, "success": bool(reward and reward > 0),
                 "steps": state.actions, "tokens": state.tokens, "seconds": round(time.time() - started, 1),
                 "left_host": sorted(h for h in hosts if h and h != urlsplit(base).netloc),
-                "outcome": outcome.text[:200], "actions": [e["action"] for e in state.trace[:-1]]}
+                "outcome": outcome.text[:200], "actions": [e["action"] for e in state.trace[:-1]],
+                "messages": state.conversation.messages}
     finally:
         env.close()
 
@@ -114,7 +115,9 @@ def main():
             for seed in args.seeds.split(","):
                 result = episode(config, llm, base, task_name, int(seed))
                 results.append(result)
-                print(json.dumps(result), flush=True)
+                print(json.dumps({k: v for k, v in result.items() if k != "messages"}), flush=True)
+                Path("var").mkdir(exist_ok=True)
+                Path("var/miniwob_quick.json").write_text(json.dumps(results, indent=1))  # so far
     finally:
         if proc is not None:
             proc.terminate()
@@ -130,8 +133,6 @@ def main():
     print(f"\noverall {wins}/{len(results)} = {wins / len(results):.0%}; median episode "
           f"{statistics.median(r['seconds'] for r in results):.0f} s; left the host: "
           f"{sum(bool(r['left_host']) for r in results)}")
-    Path("var").mkdir(exist_ok=True)
-    Path("var/miniwob_quick.json").write_text(json.dumps(results, indent=1))
     return 0
 
 

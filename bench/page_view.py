@@ -24,7 +24,7 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     pages = PageServer({"/big": BIG})
-    browser = SeleniumBrowser(label="bench-page-view",
+    browser = SeleniumBrowser(label="bench-page-view", page_load_timeout=180,
                               profile_root=browsers_dir(os.environ.get("VAR_DIR") or tempfile.mkdtemp()))
     try:
         browser.open(pages.url("/big"))

@@ -16,8 +16,8 @@ from llama_cpp import llama_chat_format, llama_grammar
 
 NAME = "rd-chatml-tools"
 CALL = '<tool_call>{"name": "'
-TOOLS_INTRO = ('Tools (call one as <tool_call>{"name": "click", "arguments": {"target": "3"}}</tool_call>):\n'
-               "<tools>\n")
+# No example call: a small model copies an example's argument ("3") instead of reading the page.
+TOOLS_INTRO = 'Tools (reply with one call, <tool_call>{"name": ..., "arguments": {...}}</tool_call>):\n<tools>\n'
 
 
 def signature(function):

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 AGENTS = {
     "web": ("You are a web agent. After each action you see the page: its URL, title, and elements numbered "
-            "like [3]<button>OK</button>. Act on an element by its number. Stay on the task's site: open only "
+            "like [N]<button>OK</button>. Act on an element by its number N. Stay on the task's site: open only "
             "URLs the task or the page gives."),
     "general": "You are a general-purpose assistant agent. Use the tools when they help.",
 }
