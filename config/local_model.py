@@ -30,8 +30,10 @@ def gguf_path():
 
 
 def server_argv(port, host="127.0.0.1", verbose=True):
-    return [sys.executable, "-m", "llama_cpp.server", "--model", gguf_path(), "--model_alias", MODEL,
-            "--host", host, "--port", str(port), "--chat_format", "chatml-function-calling",
+    # llama-cpp-python's server with our chat format (config/local_chat.py: plain text, tool results shown,
+    # calls constrained by grammar), not its chatml-function-calling (HTML-escaped, tool results dropped).
+    return [sys.executable, "-m", "config.local_chat", "--model", gguf_path(), "--model_alias", MODEL,
+            "--host", host, "--port", str(port), "--chat_format", "rd-chatml-tools",
             "--n_ctx", str(CONTEXT_TOKENS), "--verbose", str(verbose)]
 
 

@@ -127,6 +127,13 @@ def load():
         "LLM_CONCURRENCY": _env("LLM_CONCURRENCY", 0, int),
         # A prompt that is a complete program of built-in steps runs on the built-in planner, model or not.
         "BUILTIN_STEPS_FIRST": _env("BUILTIN_STEPS_FIRST", True, bool),
+        # What the model sees (README "What the model sees"): its context window (older observations are
+        # shortened to fit), the longest reply it may write, the page view's size, screenshots, constrained calls.
+        "LLM_CONTEXT_TOKENS": _env("LLM_CONTEXT_TOKENS", 8192, int),
+        "LLM_MAX_TOKENS": _env("LLM_MAX_TOKENS", 512, int),
+        "PAGE_VIEW_CHARS": _env("PAGE_VIEW_CHARS", 6000, int),
+        "LLM_VISION": _env("LLM_VISION", "auto"),
+        "LLM_CONSTRAINED": _env("LLM_CONSTRAINED", "auto"),
         # Outbound URLs: callbacks, MCP servers, page fetches.
         "ALLOW_PRIVATE_URLS": _env("ALLOW_PRIVATE_URLS", False, bool),
         # Hosts ("host" or "host:port", comma-separated) reachable even though they are private.

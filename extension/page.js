@@ -9,8 +9,10 @@
  *
  * Targets (every method that takes `target`): an element number (7 or "7" or "[7]"), a CSS selector, or
  * visible text. Resolution order: number; an interactive element whose label, name, id, placeholder,
- * aria-label or title equals the text (case-insensitive); a CSS selector matching a visible element;
- * an interactive element whose label contains the text; the smallest visible element containing the text.
+ * aria-label or title equals the text (exactly, then ignoring case); a CSS selector matching a visible
+ * element; an interactive element whose label contains the text (exact case first); the smallest visible
+ * element containing the text. Several distinct elements matching at one level are an error that lists
+ * them with their numbers ("ambiguous"), never a silent pick of the first.
  * Lookups reach into same-origin iframes and open shadow roots.
  *
  * Every method returns plain JSON (so the extension can pass results back), except `element`.
@@ -20,6 +22,9 @@
  *   read({maxChars})              -> {url, title, text, elements: [{index, tag, label, new, type?, role?,
  *                                    name?, href?, frame?}], truncated, status}
  *                                    `status`: the main document's HTTP status (0 unknown, -1 an error page)
+ *                                    The walk stops at maxChars; a cut view ends (at a whole line) with a
+ *                                    marker saying what was left out and how to see it. Scrolled down,
+ *                                    blocks wholly above the viewport are left out (and the view says so).
  *                                    `text` is the simplified view: visible text, and every visible interactive
  *                                    element as `[N]<tag attr="..">label</tag>`; elements numbered since the
  *                                    previous reading of this page are prefixed `*` and have `new: true`
@@ -126,10 +131,10 @@
   }
 
   function names(el) {
-    // Everything a user might call this element by, lowercased.
+    // Everything a user might call this element by (case kept: an exact match is preferred).
     var out = [label(el), el.id, el.getAttribute("name"), el.getAttribute("placeholder"),
       el.getAttribute("aria-label"), el.getAttribute("title"), el.getAttribute("value")].concat(labelsOf(el));
-    return out.filter(Boolean).map(function (s) { return clean(s).toLowerCase(); });
+    return out.filter(Boolean).map(clean);
   }
 
   // --- roots: the document, open shadow roots, same-origin iframes -------------------------------------
@@ -178,9 +183,11 @@
   function read(options) {
     var maxChars = (options && options.maxChars) || 40000;
     var firstReading = !top().hasAttribute("data-rd-read");
-    var out = [], elements = [];
+    var out = [], elements = [], size = 0, full = false, above = false;
+    var scrolled = (window.scrollY || 0) > 0;
 
-    function emit(s) { out.push(s); }
+    // The walk stops once the view is over budget: a huge page costs no more than a small one.
+    function emit(s) { out.push(s); size += s.length; if (size > maxChars) full = true; }
     function newline() { if (out.length && out[out.length - 1] !== "\n") out.push("\n"); }
 
     function describe(el, frame) {
@@ -212,6 +219,7 @@
     }
 
     function walk(node, frame, insideInteractive) {
+      if (full) return;
       if (node.nodeType === 3) {
         if (!insideInteractive) {
           var t = clean(node.nodeValue);
@@ -228,6 +236,9 @@
           if (!s || s.display === "none") return;
         }
         var block = s && BLOCK.test(s.display);
+        // Scrolled down: what lies wholly above the viewport is left out (the marker says so).
+        if (scrolled && block && node !== document.body && s.position !== "fixed" && s.position !== "sticky" &&
+            node.getBoundingClientRect().bottom < 0) { above = true; return; }
         if (s && s.display === "table-cell" && node.previousElementSibling) emit("| ");
         if (block) newline();
         var here = insideInteractive;
@@ -256,8 +267,17 @@
     walk(document.body || document.documentElement, "", false);
     top().setAttribute("data-rd-read", "1");
     var text = out.join("").replace(/[ \t]+\n/g, "\n").replace(/\n{3,}/g, "\n\n").trim();
-    var truncated = text.length > maxChars;
-    if (truncated) text = text.slice(0, maxChars) + "\n… (page text truncated)";
+    var truncated = full || text.length > maxChars;
+    if (truncated) {
+      var end = text.lastIndexOf("\n", maxChars);  // whole lines only: never an element cut in half
+      text = text.slice(0, end > 0 ? end : maxChars);
+      var total = document.querySelectorAll(
+        "a[href],button,input:not([type=hidden]),select,textarea,[role],[onclick]").length;
+      var shown = text.split("[").length - 1, more = Math.max(0, total - shown);
+      text += "\n… view cut at " + maxChars + " characters: " + (more ? "about " + more + " more elements and " : "") +
+        "more text below. Scroll down, or extract with a CSS selector, to see the rest.";
+    }
+    if (above) text = "(scrolled: the content above is not shown; scroll up to see it)\n" + text;
     return {url: location.href, title: document.title, text: text, elements: elements, truncated: truncated,
             status: pageStatus()};
   }
@@ -282,6 +302,30 @@
     try { document.createDocumentFragment().querySelector(text); return true; } catch (e) { return false; }
   }
 
+  function innermost(els) {
+    // Nested matches (a clickable card and its button) are one thing to the user: keep the innermost.
+    return els.filter(function (el) {
+      return !els.some(function (other) { return other !== el && el.contains(other); });
+    });
+  }
+
+  function ambiguous(t, els) {
+    var listed = els.slice(0, 5).map(function (el) {
+      return "[" + stamp(el).index + "] <" + el.tagName.toLowerCase() + "> " + label(el);
+    });
+    var e = new Error("Several elements match " + JSON.stringify(t) + ": " + listed.join(", ") +
+      (els.length > 5 ? " and " + (els.length - 5) + " more" : "") + ". Use the element number.");
+    e.ambiguous = true;
+    throw e;
+  }
+
+  // The one element the candidates that pass `test` describe; several distinct ones are ambiguous.
+  function only(t, cands, test) {
+    var hits = innermost(cands.filter(test));
+    if (hits.length > 1) ambiguous(t, hits);
+    return hits[0] || null;
+  }
+
   function find(target) {
     if (target === null || target === undefined) return null;
     var t = String(target).trim(), m = /^\[?(\d+)\]?$/.exec(t);
@@ -289,24 +333,33 @@
       var byIndex = all("[" + INDEX + '="' + m[1] + '"]');
       return byIndex[0] || null;
     }
-    var want = clean(t).toLowerCase(), cands = candidates(), i;
-    for (i = 0; i < cands.length; i++) if (names(cands[i]).indexOf(want) >= 0) return cands[i];
+    var exact = clean(t), want = exact.toLowerCase(), cands = candidates(), i, hit;
+    var lower = function (el) { return names(el).map(function (n) { return n.toLowerCase(); }); };
+    // Exact (case-sensitive) before case-insensitive: "Eget" is not "eget".
+    hit = only(t, cands, function (el) { return names(el).indexOf(exact) >= 0; }) ||
+      only(t, cands, function (el) { return lower(el).indexOf(want) >= 0; });
+    if (hit) return hit;
     if (isSelector(t)) {
       var matched = all(t);
       for (i = 0; i < matched.length; i++) if (visible(matched[i])) return matched[i];
       if (matched.length) return matched[0];
     }
-    for (i = 0; i < cands.length; i++) {
-      var ns = names(cands[i]);
-      for (var k = 0; k < ns.length; k++) if (ns[k].indexOf(want) >= 0) return cands[i];
-    }
-    // the smallest visible element whose text contains it (deepest match wins)
-    var best = null, els = all("body *");
+    hit = only(t, cands, function (el) {
+      return names(el).some(function (n) { return n.indexOf(exact) >= 0; });
+    }) || only(t, cands, function (el) {
+      return lower(el).some(function (n) { return n.indexOf(want) >= 0; });
+    });
+    if (hit) return hit;
+    // the smallest visible element whose text contains it (deepest match wins), exact case first
+    var best = null, bestExact = false, els = all("body *");
     for (i = 0; i < els.length; i++) {
       var el = els[i];
       if (SKIP[el.tagName] || !visible(el)) continue;
-      if (clean(el.innerText).toLowerCase().indexOf(want) >= 0) {
-        if (!best || best.contains(el) || clean(el.innerText).length < clean(best.innerText).length) best = el;
+      var text = clean(el.innerText), isExact = text.indexOf(exact) >= 0;
+      if (!isExact && text.toLowerCase().indexOf(want) < 0) continue;
+      if (!best || (isExact && !bestExact) || (isExact === bestExact &&
+          (best.contains(el) || text.length < clean(best.innerText).length))) {
+        best = el; bestExact = isExact;
       }
     }
     return best;
@@ -324,13 +377,18 @@
     var r = {ok: true, index: st.index, tag: el.tagName.toLowerCase(), label: label(el),
       inTop: el.ownerDocument === document && el.getRootNode() === document};
     if (el.tagName === "A" && el.href) r.href = el.href;
+    ["id", "name", "type", "role", "aria-label", "placeholder"].forEach(function (a) {
+      var v = el.getAttribute(a);
+      if (v) r[a] = v;
+    });
     var link = el.closest && el.closest("a[target], form[target]");
     if (link && !/^(_self|_top|_parent|)$/i.test(link.getAttribute("target"))) r.opensTab = true;
     return r;
   }
 
   function withElement(target, fn) {
-    var el = find(target);
+    var el;
+    try { el = find(target); } catch (e) { if (e.ambiguous) return {ok: false, error: e.message}; throw e; }
     if (!el) return notFound(target);
     try { return fn(el) || info(el); } catch (e) { return {ok: false, error: String(e && e.message || e)}; }
   }
@@ -363,7 +421,7 @@
   var api = {
     version: VERSION,
     read: read,
-    element: function (target) { return find(target); },
+    element: function (target) { try { return find(target); } catch (e) { return null; } },
     locate: function (target) { return withElement(target, function () { return null; }); },
     click: function (target) {
       return withElement(target, function (el) {
@@ -428,7 +486,7 @@
       direction = (direction || "down").toLowerCase();
       var el = null;
       if (target !== undefined && target !== null && target !== "") {
-        el = find(target);
+        try { el = find(target); } catch (e) { return {ok: false, error: String(e && e.message || e)}; }
         if (!el) return notFound(target);
       }
       var box = el || document.scrollingElement || document.documentElement;
@@ -502,7 +560,8 @@
         var want = clean(v("textContent")).toLowerCase();
         found = found.filter(function (el) { return clean(el.textContent).toLowerCase() === want; });
         if (!found.length && !css && !v("xpath") && !v("domPath")) {
-          var el = find(v("textContent"));
+          var el = null;
+          try { el = find(v("textContent")); } catch (e) { /* ambiguous: no single element */ }
           if (el) found = [el];
         }
       }

@@ -91,6 +91,14 @@ def protocol_problem(body):
                 pending = [call["id"] for call in calls]
                 if len(set(pending)) != len(pending):
                     return f"{where}.tool_calls: duplicate ids"
+        elif role == "user" and isinstance(content, list):  # OpenAI content parts: text and image_url
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind == "text" and isinstance(part.get("text"), str):
+                    continue
+                if kind == "image_url" and isinstance((part.get("image_url") or {}).get("url"), str):
+                    continue
+                return f"{where}.content: invalid content part {str(part)[:100]}"
         elif not isinstance(content, str):
             return f"{where}.content: Input should be a valid string"
     if pending:

@@ -1,4 +1,5 @@
 """The agent runtime planning with a model: a scripted OpenAI-compatible server plays it, a real worker runs."""
+import base64
 import json
 import threading
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.extensions import db
+from config import local_chat
 from app.models import WebhookDelivery
 from app.webhooks import outbox
 from tests.agent_support import CLOUD, run, stored_task
@@ -14,6 +16,17 @@ from tests.llm_server import ScriptedModel, failure, text, tool_call
 from tests.page_server import PageServer
 
 MAX_STEPS = 6
+CONTEXT, REPLY, VIEW = 3000, 300, 3000
+SHOP = """<html><head><title>Tom & Jerry's shop</title></head><body><h1>Offers for "friends" & family</h1>
+<a href="#lower" onclick="out.textContent = 'You chose the lower-case eget.'">eget</a>
+<a href="#upper" onclick="out.textContent = 'You chose the capital Eget.'">Eget</a>
+<button onclick="out.textContent = 'first'">Buy</button> <button onclick="out.textContent = 'second'">Buy</button>
+<label for="q">Search</label> <input id="q" value='say "hi" & <bye>'>
+<p id="out">Nothing chosen yet.</p></body></html>"""
+# 7,000 interactive elements: each view of it is cut at the budget.
+BIG = ("<html><head><title>Catalogue</title></head><body>"
+       + "".join(f"<div><a href='/item/{i}'>Item {i}</a> costs {i} euros</div>" for i in range(7000))
+       + "</body></html>")
 pytestmark = pytest.mark.slow
 
 
@@ -27,14 +40,17 @@ def model():
 @pytest.fixture(scope="module")
 def pages():
     server = PageServer({"/article": "<html><head><title>Herons</title></head><body><nav>Menu</nav>"
-                                     "<h1>The grey heron</h1><p class='lead'>A long-legged bird.</p></body></html>"})
+                                     "<h1>The grey heron</h1><p class='lead'>A long-legged bird.</p></body></html>",
+                         "/shop": SHOP, "/big": BIG})
     yield server
     server.close()
 
 
 @pytest.fixture(scope="module")
 def model_worker(app, model):
-    proc = WorkerProcess(env=model.env(MAX_STEPS=MAX_STEPS, NO_PROGRESS_REPEATS=3), name="model")
+    # What the model sees, small enough here to be exceeded: the context, the reply, the page view; vision on.
+    proc = WorkerProcess(env=model.env(MAX_STEPS=MAX_STEPS, NO_PROGRESS_REPEATS=3, LLM_CONTEXT_TOKENS=CONTEXT,
+                                       LLM_MAX_TOKENS=REPLY, PAGE_VIEW_CHARS=VIEW, LLM_VISION="on"), name="model")
     yield proc
     proc.stop()
 
@@ -280,3 +296,72 @@ def test_a_refusing_model_ends_the_task_with_its_reason(client, api_key, model, 
     _, body = run(client, api_key, {"prompt": "How are you?"})
     assert body["status"] == "error"
     assert body["response"]["text"] == "The language model refused the request (HTTP 401): invalid api key"
+
+
+def _result(body):
+    """The latest tool result the model received in a request."""
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "tool")
+
+
+def test_the_model_sees_the_page_after_every_action_as_written(client, api_key, model, pages, model_worker):
+    model.script(tool_call("go_to", url=pages.url("/shop")), tool_call("click", target="Eget"),
+                 tool_call("click", target="Buy"), tool_call("type", target="Search", text="kettle"),
+                 tool_call("answer", text="done"))
+    _, body = run(client, api_key, {"executionMode": "cloud_browser", "prompt": "/Operator Choose Eget."})
+    assert body["status"] == "success", body
+    requests = model.bodies()
+    assert all(r["max_tokens"] == REPLY and r["tool_choice"] == "required" for r in requests)
+    # Few tools: the page view follows every action, so no read tool.
+    assert {t["function"]["name"] for t in requests[0]["tools"]} == {
+        "answer", "ask_user", "wait", "go_to", "click", "type", "select", "press", "scroll", "extract", "go_back"}
+    opened = _result(requests[1])
+    assert opened.startswith(f"URL: {pages.url('/shop')}\nTitle: Tom & Jerry's shop\n")
+    assert 'Offers for "friends" & family' in opened and """value="say 'hi' & <bye>\"""" in opened
+    assert "Nothing chosen yet." in opened
+    # The exact-case element, and what the click changed on the page.
+    clicked = _result(requests[2])
+    assert clicked.startswith("clicked [") and "] <a> Eget\nURL: " in clicked
+    assert "You chose the capital Eget." in clicked
+    # Two elements named Buy: reported with their numbers, nothing clicked.
+    ambiguous = _result(requests[3])
+    assert ambiguous.startswith('Several elements match "Buy": [') and "Use the element number." in ambiguous
+    assert "] <input> Search\nURL: " in _result(requests[4])
+    # Text as the page has it, never HTML-escaped.
+    for raw in model.recorded():
+        assert "&#34;" not in raw and "&amp;" not in raw and "&quot;" not in raw and "&lt;" not in raw
+    # A screenshot beside each page view (LLM_VISION=on), as an OpenAI image part; never stored.
+    image = requests[1]["messages"][-1]
+    assert image["role"] == "user" and image["content"][1]["type"] == "image_url"
+    assert base64.b64decode(image["content"][1]["image_url"]["url"].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len([m for m in requests[2]["messages"] if isinstance(m["content"], list)]) == 1  # the latest only
+
+
+def test_the_conversation_stays_within_the_models_context(client, api_key, model, pages, model_worker):
+    model.script(*[tool_call("go_to", url=pages.url("/big")), tool_call("scroll", direction="down")] * 2,
+                 tool_call("go_to", url=pages.url("/shop")), tool_call("answer", text="done"))
+    request_id = submit(client, api_key, {"executionMode": "cloud_browser",
+                                          "prompt": "/Operator Browse the catalogue."}).get_json()["requestId"]
+    body = wait_for_status(client, api_key, request_id, timeout=180)
+    assert body["status"] == "success", body
+    requests = model.bodies()
+    view = _result(requests[1])
+    assert len(view) < VIEW + 400 and "Item 0</a>" in view
+    assert view.splitlines()[-1].startswith(f"… view cut at {VIEW} characters: about ")
+    # Each request, as the bundled model's server would render it, fits its context with the reply's room.
+    tokenizer = _tokenizer()
+    for request in requests:
+        prompt = local_chat.render(request["messages"], request["tools"])
+        assert len(tokenizer.tokenize(prompt.encode(), add_bos=False, special=True)) + REPLY <= CONTEXT
+    # Older page views are left out (the latest stays whole).
+    last = requests[-1]["messages"]
+    views = [m["content"] for m in last if m["role"] == "tool"]
+    assert all(v.endswith("(page view left out: a newer one follows)") for v in views[:-1])
+    assert views[-1].startswith(f"URL: {pages.url('/shop')}") and "Nothing chosen yet." in views[-1]
+
+
+def _tokenizer():
+    from llama_cpp import Llama
+
+    from config.local_model import gguf_path
+
+    return Llama(model_path=gguf_path(), vocab_only=True, verbose=False)

@@ -137,3 +137,45 @@ def test_extract_reads_a_page_without_body_and_refuses_a_broken_selector():
 def test_data_urls_need_no_network():
     page = pages.fetch("data:text/html,<h1>Hi%20there</h1>", allow_private=False, timeout=1)
     assert page.extract("h1") == "Hi there"
+
+
+def test_the_context_rule_keeps_the_latest_page_view_and_fits_the_room():
+    from workers.planners import context
+
+    view = lambda n: f"clicked [{n}] <a> Next\nURL: http://shop.test/{n}\nTitle: Page {n}\n" + "row text " * 400  # noqa: E731
+    messages = [{"role": "user", "content": "Old task."}, {"role": "assistant", "content": "Old answer."},
+                {"role": "user", "content": "Browse.\n\nThe browser is on this page:\n" + view(0).split("\n", 1)[1]}]
+    for n in range(1, 4):
+        messages += [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{n}", "type": "function", "function": {"name": "click", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": view(n)}]
+    roomy = context.fit(messages, 100_000, start=2)
+    assert roomy[2]["content"] == ("Browse.\n\nThe browser is on this page:\nURL: http://shop.test/0 "
+                                   "(page view left out: a newer one follows)")
+    assert [m["content"] for m in roomy if m["role"] == "tool"] == [
+        f"clicked [{n}] <a> Next\nURL: http://shop.test/{n} (page view left out: a newer one follows)"
+        for n in (1, 2)] + [view(3)]
+    assert roomy[:2] == messages[:2] and messages[-1]["content"] == view(3)  # the stored conversation is intact
+    tight = context.fit(messages, 600, start=2)
+    assert tight[0]["content"] == "Browse." + roomy[2]["content"][len("Browse."):]  # earlier turns dropped
+    assert tight[-1]["content"].startswith("clicked [3] <a> Next\nURL: http://shop.test/3\n")
+    assert tight[-1]["content"].endswith("\n… (cut to fit the model's context)")
+    assert context.tokens(tight) <= 600
+
+
+def test_the_bundled_models_chat_format_shows_tool_results_as_written():
+    from config.local_chat import render
+
+    tools = [{"type": "function", "function": {"name": "click", "description": "Click an element.", "parameters": {
+        "type": "object", "properties": {"target": {"type": "string", "description": "Element number"}},
+        "required": ["target"]}}}]
+    prompt = render([{"role": "system", "content": "Be brief."}, {"role": "user", "content": 'Click "Tom & Jerry".'},
+                     {"role": "assistant", "content": "", "tool_calls": [
+                         {"id": "c1", "type": "function", "function": {"name": "click",
+                                                                        "arguments": '{"target": "4"}'}}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": 'clicked [4] <a> Tom & "Jerry"'}], tools)
+    assert "click(target: string (Element number)): Click an element.\n" in prompt
+    assert 'Click "Tom & Jerry".' in prompt and '<tool_call>{"name": "click", "arguments": {"target": "4"}}' in prompt
+    assert prompt.endswith('<|im_start|>user\nResult of click:\nclicked [4] <a> Tom & "Jerry"<|im_end|>\n'
+                           "<|im_start|>assistant\n")
+    assert "&#34;" not in prompt and "&amp;" not in prompt

@@ -35,11 +35,23 @@ document.getElementById("keys").addEventListener("keydown", (e) => {
 FRAME = """<html><body><button onclick="document.body.append(' frame clicked')">Frame button</button></body></html>"""
 DOWNLOAD = """<html><body><a href="/second" download="notes.html">Get the notes</a></body></html>"""
 SECOND = """<html><head><title>Second</title></head><body><h1>Second tab</h1></body></html>"""
+# 7,000 interactive elements (and as many text runs): the page view must stay within its budget and say so.
+BIG = ("<html><head><title>Catalogue</title></head><body><h1>Catalogue</h1>"
+       + "".join(f"<div><a href='/item/{i}'>Item {i}</a> <span>costs {i} euros</span></div>" for i in range(7000))
+       + "</body></html>")
+CASES = """<html><head><title>Cases</title></head><body>
+<a href="#lower" onclick="out.textContent = 'the lower-case one'">eget</a>
+<a href="#upper" onclick="out.textContent = 'the capitalised one'">Eget</a>
+<button onclick="out.textContent = 'first'">Buy</button> <button onclick="out.textContent = 'second'">Buy</button>
+<div onclick="out.textContent = 'card'" style="cursor:pointer"><button onclick="event.stopPropagation();
+ out.textContent = 'inner'">Details</button></div>
+<p id="out"></p></body></html>"""
 
 
 @pytest.fixture(scope="module")
 def pages():
-    server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD})
+    server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD, "/big": BIG,
+                         "/cases": CASES})
     yield server
     server.close()
 
@@ -70,6 +82,47 @@ def test_the_page_view_numbers_visible_interactive_elements_everywhere(browser):
     late = next(e for e in again.elements if e["label"] == "Late button")
     assert late["new"] and f"*[{late['index']}]<button>Late button</button>" in again.text
     assert [e["label"] for e in again.elements if e["new"]] == ["Late button"]
+
+
+def test_a_huge_page_is_read_within_its_budget_and_says_what_it_left_out(browser, pages):
+    browser.open(pages.url("/big"))
+    reading = browser.read(max_chars=4000)
+    lines = reading.text.splitlines()
+    assert reading.truncated and len(reading.text) <= 4000 + len(lines[-1]) + 1
+    assert lines[-1].startswith("… view cut at 4000 characters: about ")
+    assert lines[-1].endswith("more elements and more text below. Scroll down, or extract with a CSS selector, "
+                              "to see the rest.")
+    more = int(lines[-1].split("about ")[1].split()[0])
+    assert 6500 < more < 7000
+    # Whole lines only, and the walk stopped at the budget (it numbered only what it showed).
+    assert lines[-2].startswith("[") and lines[-2].endswith("</a>") or lines[-2].startswith("costs ")
+    assert "Item 0</a>" in reading.text and "Item 6999" not in reading.text
+    assert len(reading.elements) < 200
+    # What the marker promises: scrolled down, the view shows what comes next (and says what is above).
+    browser.scroll("down")
+    browser.scroll("down")
+    later = browser.read(max_chars=4000)
+    assert later.text.startswith("(scrolled: the content above is not shown; scroll up to see it)")
+    assert "Item 0</a>" not in later.text
+    first_shown = int(later.text.split("Item ", 1)[1].split("<", 1)[0])
+    assert first_shown > 20
+
+
+def test_exact_case_is_preferred_and_an_ambiguous_target_is_reported(browser, pages):
+    browser.open(pages.url("/cases"))
+    out = lambda: browser.extract("#out")[0]  # noqa: E731
+    browser.click("Eget")
+    assert out() == "the capitalised one"
+    browser.click("eget")
+    assert out() == "the lower-case one"
+    with pytest.raises(BrowserError, match=r'^Several elements match "Buy": \[\d+\] <button> Buy, \[\d+\] <button> Buy\. '
+                                           r"Use the element number\.$"):
+        browser.click("Buy")
+    assert out() == "the lower-case one"  # nothing was clicked
+    with pytest.raises(BrowserError, match="Several elements match"):
+        browser.click("egeT")  # no exact match; both match ignoring case
+    browser.click("Details")  # a clickable card and its button: the innermost, not an ambiguity
+    assert out() == "inner"
 
 
 def test_typed_text_shows_in_fields_but_never_a_password(browser):

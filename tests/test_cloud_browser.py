@@ -195,8 +195,7 @@ def test_the_scripted_model_does_the_same_and_answers_the_schema(client, api_key
             pages.url("/home") + "?username=ada&password=${PASSWORD}"] + [pages.url("/report")] * 3
         requests = model.bodies()
         tools = {t["function"]["name"] for t in requests[0]["tools"]}
-        assert {"go_to", "click", "type", "select", "scroll", "wait_for", "go_back", "switch_tab",
-                "extract", "read_page"} <= tools
+        assert {"go_to", "click", "type", "select", "scroll", "go_back", "extract"} <= tools
         # What the model saw: the table's rows after the select, the new tab's page after the click.
         last = requests[-1]["messages"]
         assert last[-1]["role"] == "tool" and last[-1]["content"] == "Kettle 12\nBlender 30"

@@ -56,31 +56,47 @@ def test_several_calls_in_one_reply_run_in_order_and_answer_as_one_message(clien
 
 def test_malformed_calls_go_back_to_the_model_and_the_task_goes_on(client, api_key, model, model_worker):
     model.script(raw_call("current_time", "{not json"),
-                 tool_calls(tool_call("current_time"), tool_call("wait")),
                  tool_call("current_time"),
+                 tool_calls(tool_call("wait", seconds=0), tool_call("wait")),
+                 tool_call("wait", seconds=0),
                  tool_call("wait", seconds="soon"),
                  tool_call("answer", text="recovered"))
     _, body = run(client, api_key, {"prompt": "What time is it?"})
     assert body["status"] == "success", body
     assert body["response"]["text"] == "recovered"
-    assert body["usage"]["actions"] == 1  # nothing of a malformed reply runs
+    assert body["usage"]["actions"] == 2  # nothing of a malformed reply runs
     bodies = model.bodies()
     bad_json = bodies[1]["messages"][-2:]
     assert bad_json[0]["tool_calls"][0]["function"]["arguments"] == "{}"  # JSON again, for servers that re-read it
     assert "not valid JSON" in bad_json[1]["content"] and "{not json" in bad_json[1]["content"]
-    first, second = bodies[2]["messages"][-2:]
+    first, second = bodies[3]["messages"][-2:]
     assert first["content"].startswith("Not run: another tool call of the same reply was malformed")
-    assert "'seconds' is a required property" in second["content"]
-    assert "'soon' is not of type 'number'" in bodies[4]["messages"][-1]["content"]
+    assert second["content"] == ("Not run: the arguments of wait do not match its parameters: "
+                                 "'seconds' is a required property.")
+    assert bodies[5]["messages"][-1]["content"] == ("Not run: the arguments of wait do not match its parameters: "
+                                                    "'soon' is not of type 'number' (at seconds).")
 
 
-def test_too_many_malformed_replies_end_the_task(client, api_key, model, model_worker):
-    model.script(*[raw_call("wait", "[1, 2]")] * 3)
+def test_a_second_malformed_reply_in_a_row_ends_the_task(client, api_key, model, model_worker):
+    model.script(*[raw_call("wait", "[1, 2]")] * 2)
     _, body = run(client, api_key, {"prompt": "Wait."})
     assert body["status"] == "error"
-    assert body["response"]["text"].startswith("The language model made malformed tool calls 3 times in a row: "
+    assert body["response"]["text"].startswith("The language model made malformed tool calls 2 times in a row: "
                                                "The arguments of wait must be a JSON object")
-    assert body["usage"] == {"actions": 0, "credits": 0.3}  # the tokens of the three replies still count
+    # The one repair turn carried the exact problem.
+    assert model.bodies()[1]["messages"][-1]["content"] == "The arguments of wait must be a JSON object, not [1, 2]"
+    assert body["usage"] == {"actions": 0, "credits": 0.2}  # the tokens of the two replies still count
+
+
+def test_a_failed_call_is_not_run_again(client, api_key, model, model_worker):
+    model.script(*[tool_call("read_attachment", key="notes")] * 3)
+    _, body = run(client, api_key, {"prompt": "Read my notes."})
+    assert body["status"] == "error"
+    assert body["response"]["text"] == "No progress: the failed action 'read attachment notes' was tried again."
+    assert body["usage"]["actions"] == 1
+    told = model.bodies()[2]["messages"][-1]["content"]
+    assert told.startswith("Not run: this exact call failed already (No attachment with key 'notes' in this task")
+    assert told.endswith("Do something else: another element, another action, or answer.")
 
 
 def test_an_empty_reply_is_nudged_and_text_is_the_answer(client, api_key, model, model_worker):

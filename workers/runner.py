@@ -25,7 +25,7 @@ from .agent.loop import AgentLoop, Budget, RunState
 from . import shutdown
 from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
-from .planners import Brief, make_planner
+from .planners import Brief, make_planner, model_configured
 from .planners.builtin import split_steps
 
 log = logging.getLogger(__name__)
@@ -191,9 +191,13 @@ def build_loop(task, owner, should_stop, secrets):
             time_zone=options.get("timeZone") or "America/Los_Angeles",
             attachments=referenced_keys(options),
         )
-        state = _resumed_state(task, secrets) or RunState(
-            Conversation.begin(secrets.redact(_earlier_messages(task)), brief.prompt))
         planner = make_planner(brief, config)
+        # A vision model gets a screenshot beside each page view, unless the task has secrets: a value typed
+        # into a visible text field would reach the model in the picture.
+        environment.screenshots = getattr(planner, "vision", False) and not secrets.names()
+        state = _resumed_state(task, secrets) or RunState(
+            Conversation.begin(secrets.redact(_earlier_messages(task)), _with_start_page(
+                brief.prompt, environment, config, secrets)))
         budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
         pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
 
@@ -209,6 +213,15 @@ def build_loop(task, owner, should_stop, secrets):
     except BaseException:
         close_environment(environment)
         raise
+
+
+def _with_start_page(prompt, environment, config, secrets):
+    """A model is shown the page a task starts on (a kept session's, the user's window) with the prompt; the
+    built-in planner parses the prompt alone."""
+    if not model_configured(config):
+        return prompt
+    first = environment.first_observation()
+    return f"{prompt}\n\n{secrets.redact(first)}" if first else prompt
 
 
 def _resumed_state(task, secrets):

@@ -50,6 +50,7 @@ class Observation:
     trace_result: str | None = None  # a short copy of the result kept in the trace (MCP tool calls)
     refused: tuple = ()  # what the browser's egress proxy refused during the step ("GET 10.0.0.1:80: why")
     error_page: bool = False  # the page now shown is an HTTP 4xx/5xx or the browser's error page
+    image: bytes | None = None  # a PNG screenshot beside the page view, for a vision model (never stored)
 
 
 @dataclass

@@ -90,6 +90,8 @@ class AgentLoop:
 
     def _steps(self, started):
         repeats, last_key = 0, None
+        failed = {}  # key of a call that failed since the last success → why; the same call is not run again
+        refused = 0
         # Bounded even when no action executes (answers being repaired): steps plus the answer and its repair.
         for _ in range(self.budget.max_steps + 2):
             if self.should_stop():
@@ -112,6 +114,18 @@ class AgentLoop:
                 raise BudgetExceeded(
                     f"No progress: the action '{self.secrets.redact(action.description or action.name)}' "
                     f"was repeated {repeats} times in a row.")
+            if action.key() in failed:
+                refused += 1
+                if refused > 1:
+                    raise BudgetExceeded(
+                        f"No progress: the failed action '{self.secrets.redact(action.description or action.name)}' "
+                        "was tried again.")
+                # Not run again: the model hears it failed already and must change something.
+                self.state.conversation.add_call(action)
+                self.state.conversation.add_result(action.call_id, (
+                    f"Not run: this exact call failed already ({failed[action.key()][:300]}). "
+                    "Do something else: another element, another action, or answer."))
+                continue
             start = time.time()
             url = self.environment.url()
             running = action.name in SHOWN_WHILE_RUNNING
@@ -145,6 +159,9 @@ class AgentLoop:
                 entry["result"] = self.secrets.redact(observation.trace_result)
             if observation.failed:  # the entry says why (element not found, navigation refused, timeout)
                 entry.update(failed=True, error=observation.text[:500])
+                failed[action.key()] = observation.text.split("\n", 1)[0]
+            else:
+                failed.clear()
             entry.update(self.environment.trace_fields())
             if observation.refused:
                 entry["refused"] = [self.secrets.redact(refusal) for refusal in observation.refused]

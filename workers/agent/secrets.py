@@ -105,3 +105,13 @@ class _RedactingFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = self.secrets.redact(record.exc_text)
         return True
+
+
+def unknown_placeholder(url):
+    """Why a URL still holding a ${NAME} after substitution is not opened: NAME is no secret of the task, and a
+    small model writes such URLs (go to ${USER}); opening one would send a made-up host name to DNS."""
+    found = PLACEHOLDER.search(url or "")
+    if found is None:
+        return None
+    return (f"navigation refused: ${{{found[1]}}} is not a secret placeholder of this task; "
+            "go to a real URL (the task's own placeholders are filled in when the step runs).")

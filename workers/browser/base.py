@@ -27,6 +27,7 @@ class PageReading:
     text: str  # the simplified view: numbered interactive elements `[N]<tag ...>label</tag>` and visible text
     elements: list = field(default_factory=list)  # [{"index", "tag", "label", "new": bool, ...}]
     status: int = 0  # the main document's HTTP status: 0 unknown (data:, about:), -1 the browser's error page
+    truncated: bool = False  # the view was cut at the budget (its text ends with a marker saying so)
 
     def error(self):
         """Why this page is an error page (HTTP 4xx/5xx or the browser's own), or None."""
@@ -60,7 +61,7 @@ class Browser:
     def close_tab(self, index=None): raise NotImplementedError
 
     # reading
-    def read(self): raise NotImplementedError  # -> PageReading
+    def read(self, max_chars=40000): raise NotImplementedError  # -> PageReading, the view cut at max_chars
     def html(self): raise NotImplementedError
     def extract(self, selector): raise NotImplementedError  # -> [text of each match]
     def screenshot(self): raise NotImplementedError  # -> PNG bytes

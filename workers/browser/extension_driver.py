@@ -73,10 +73,11 @@ class ExtensionBrowser(Browser):
         self._command("close_tab", index=None if index is None else int(index) - 1)
 
     # reading
-    def read(self):
-        result = self._command("read", maxChars=40000)
+    def read(self, max_chars=40000):
+        result = self._command("read", maxChars=int(max_chars))
         return PageReading(url=result["url"], title=result["title"], text=result["text"],
-                           elements=result.get("elements", []), status=result.get("status") or 0)
+                           elements=result.get("elements", []), status=result.get("status") or 0,
+                           truncated=bool(result.get("truncated")))
 
     def html(self):
         return self._command("html")["html"]

@@ -299,11 +299,12 @@ class SeleniumBrowser(Browser):
         self._recover_tab()
 
     # --- reading ---------------------------------------------------------------------------------------
-    def read(self):
+    def read(self, max_chars=40000):
         self._follow_tabs()  # a tab a script opened since the last action
-        result = self._call("read", {})
+        result = self._call("read", {"maxChars": int(max_chars)})
         return PageReading(url=result["url"], title=result["title"], text=result["text"],
-                           elements=result["elements"], status=result.get("status") or 0)
+                           elements=result["elements"], status=result.get("status") or 0,
+                           truncated=bool(result.get("truncated")))
 
     def html(self):
         return self._call("html")

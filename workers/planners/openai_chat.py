@@ -1,4 +1,5 @@
 """The model planner: OpenAI-compatible chat completions with tool calling (OpenAI, Ollama, vLLM, LiteLLM...)."""
+import base64
 import json
 import logging
 import time
@@ -10,20 +11,33 @@ from app import json_schemas
 from workers.agent.actions import Action, PlannerError, Stopped, describe
 from workers.agent.conversation import new_call_id
 
-from . import model_call, tool_schemas
+from . import context, model_call, tool_schemas
 
 log = logging.getLogger(__name__)
 
 AGENTS = {
-    "web": "You are a web automation agent. Use the tools to open and read web pages and act on them.",
+    "web": ("You are a web agent. After each action you see the page: its URL, title, and elements numbered "
+            "like [N]<button>OK</button>. Act on an element by its number N. Stay on the task's site: open only "
+            "URLs the task or the page gives."),
     "general": "You are a general-purpose assistant agent. Use the tools when they help.",
 }
+# Models that take images (LLM_VISION=auto): OpenAI's current models and the open vision families by name.
+VISION_MODELS = ("gpt-4o", "gpt-4.1", "gpt-5", "o3", "o4", "claude", "gemini", "vision", "-vl", "llava", "pixtral",
+                 "gemma-3", "gemma3", "qwen2.5vl", "minicpm-v", "moondream")
+
+
+def vision_enabled(config):
+    """LLM_VISION: on, off, or auto (on for a model whose name says it reads images)."""
+    setting = str(config.get("LLM_VISION") or "auto").lower()
+    if setting in ("on", "off"):
+        return setting == "on"
+    model = str(config.get("LLM_MODEL") or "").lower()
+    return any(name in model for name in VISION_MODELS)
 
 
 def system_prompt(brief):
     parts = [AGENTS[brief.agent],
-             "Work step by step. When the task is done, call `answer`; when you "
-             "need information only the user has, call `ask_user`.",
+             "When the task is done, call `answer`; when you need information only the user has, call `ask_user`.",
              f"The user's time zone is {brief.time_zone}."]
     if brief.secret_names:
         parts.append("Secret placeholders (their values are hidden from you and filled in when a tool runs; "
@@ -49,7 +63,7 @@ class ChatPlanner:
     deadline = None  # time.monotonic() value
     budget_seconds = None
     should_stop = staticmethod(lambda: False)
-    MAX_MALFORMED = 3  # replies in a row whose tool calls cannot run before the task ends
+    MAX_MALFORMED = 2  # a malformed reply gets one repair turn (with the exact error); a second ends the task
     MAX_NUDGES = 2  # empty replies in a row answered with a reminder before the task ends
 
     def __init__(self, brief, config):
@@ -64,6 +78,15 @@ class ChatPlanner:
             base_url=config.get("LLM_BASE_URL") or None, api_key=config.get("LLM_API_KEY") or "not-needed",
             timeout=config["LLM_TIMEOUT_SECONDS"], max_retries=0, http_client=http_client)
         self.timeout, self.retries = config["LLM_TIMEOUT_SECONDS"], config["LLM_MAX_RETRIES"]
+        self.max_tokens = int(config.get("LLM_MAX_TOKENS") or 512)
+        self.context_tokens = int(config.get("LLM_CONTEXT_TOKENS") or 8192)
+        self.vision = vision_enabled(config)
+        # LLM_CONSTRAINED: "required" makes servers that constrain decoding (llama.cpp's grammar, vLLM's guided
+        # decoding, OpenAI) emit a valid call of an offered tool every turn; `answer` is one of them. With
+        # "auto" a server that refuses "required" is asked again, and from then on, with "auto".
+        self.constrained = str(config.get("LLM_CONSTRAINED") or "auto").lower()
+        self.tool_choice = "auto" if self.constrained == "off" else "required"
+        self._fixed = context.tokens([{"role": "system", "content": self.system}]) + context.tokens(self.tools)
         self._tokens = 0
         self._queue = []  # the rest of the last reply's tool calls, one action per step, in order
         self._returned = None  # call id of the action returned last
@@ -95,7 +118,8 @@ class ChatPlanner:
         self._queue = []
         malformed = nudges = 0
         while True:
-            message = self._complete(conversation.messages, nudge=nudges > 0)
+            message = self._complete(conversation.messages, nudge=nudges > 0, image=_image(state),
+                                     start=conversation.start)
             if not message.tool_calls:
                 content = (message.content or "").strip()
                 if content:
@@ -125,17 +149,31 @@ class ChatPlanner:
         self._returned = action.call_id
         return action
 
-    def _complete(self, messages, nudge=False):
+    def _complete(self, messages, nudge=False, image=None, start=0):
         """One chat completion; its message (tokens counted)."""
-        wire = [{"role": "system", "content": self.system}] + [_wire(m) for m in messages]
+        # The conversation as it fits the model's context (LLM_CONTEXT_TOKENS, the reply's LLM_MAX_TOKENS kept
+        # free): older page views shortened, then older results, then earlier tasks' turns (workers/planners/
+        # context.py); the stored conversation keeps everything.
+        room = self.context_tokens - self.max_tokens - self._fixed - context.MARGIN
+        wire = [{"role": "system", "content": self.system}] + [_wire(m) for m in context.fit(messages, room, start)]
         if nudge:
             wire = _with_user_text(wire, NUDGE)
-        deadline = self.deadline or time.monotonic() + self.timeout * (1 + self.retries)
+        if image is not None and self.vision:
+            wire = wire + [{"role": "user", "content": [
+                {"type": "text", "text": "A screenshot of the page now:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,"
+                                                           + base64.b64encode(image).decode()}}]}]
         try:
-            completion = model_call.complete(
-                self.client, self._transport,
-                dict(model=self.model, messages=wire, tools=self.tools, tool_choice="auto"),
-                timeout=self.timeout, retries=self.retries, deadline=deadline, should_stop=self.should_stop)
+            try:
+                completion = self._call(wire)
+            except openai.APIStatusError as exc:
+                if not (self.constrained == "auto" and self.tool_choice == "required"
+                        and exc.status_code in (400, 422, 500, 501)):
+                    raise
+                log.info("the model server refused tool_choice=required (HTTP %s): asking with auto",
+                         exc.status_code)
+                self.tool_choice = "auto"
+                completion = self._call(wire)
         except model_call.OutOfTime:
             budget = self.budget_seconds or self.timeout * (1 + self.retries)
             raise PlannerError(f"Time limit reached: task time budget of {budget:g} s exhausted "
@@ -158,6 +196,15 @@ class ChatPlanner:
         if not completion.choices:
             raise PlannerError("The language model returned no choices.")
         return completion.choices[0].message
+
+    def _call(self, wire):
+        """One request, bounded by the task's time budget and ended by cancel (workers/planners/model_call.py)."""
+        deadline = self.deadline or time.monotonic() + self.timeout * (1 + self.retries)
+        return model_call.complete(
+            self.client, self._transport,
+            dict(model=self.model, messages=wire, tools=self.tools, tool_choice=self.tool_choice,
+                 max_tokens=self.max_tokens),
+            timeout=self.timeout, retries=self.retries, deadline=deadline, should_stop=self.should_stop)
 
     def _parse(self, message):
         """The reply's calls as Actions, and {call id: what is wrong} for those that cannot run."""
@@ -208,6 +255,12 @@ class ChatPlanner:
             except ValueError:
                 pass
         return self._give(Action("answer", {"text": content}, "answer", new_call_id()))
+
+
+def _image(state):
+    """The screenshot beside the latest page view, when the last action took one."""
+    last = getattr(state, "last", None)
+    return getattr(last, "image", None)
 
 
 NUDGE = "Reply with a tool call: use the tools, and call `answer` with the final answer when the task is done."

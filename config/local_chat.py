@@ -1,0 +1,136 @@
+"""The bundled model's chat format (`--chat_format rd-chatml-tools`): ChatML with tools, rendered as plain text.
+
+llama-cpp-python's `chatml-function-calling` renders messages through Jinja with HTML autoescape on (a `"`
+reaches the model as `&#34;`, and a small model copies that into its own arguments), never renders `tool`
+messages (the model never sees what its calls returned) and ignores `max_tokens` when it chooses tools. This
+format shows every message as written, the tool results included, honours `max_tokens`, and constrains each
+reply with grammars: the tool name one of the offered ones, then its arguments valid JSON for the tool's
+schema (so a small model's calls always parse). `python -m config.local_chat <llama_cpp.server arguments>`
+registers it and runs llama-cpp-python's server.
+"""
+import json
+import time
+import uuid
+
+from llama_cpp import llama_chat_format, llama_grammar
+
+NAME = "rd-chatml-tools"
+CALL = '<tool_call>{"name": "'
+# No example call: a small model copies an example's argument ("3") instead of reading the page.
+TOOLS_INTRO = 'Tools (reply with one call, <tool_call>{"name": ..., "arguments": {...}}</tool_call>):\n<tools>\n'
+
+
+def signature(function):
+    """A tool as one line, `name(arg: type, optional?: type): description` (a JSON schema costs 3x the tokens)."""
+    schema = function.get("parameters") or {}
+    required = set(schema.get("required") or ())
+    args = []
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = ("|".join(json.dumps(v) for v in prop["enum"]) if "enum" in prop
+                else prop.get("type") if prop.get("type") in ("string", "number", "integer", "boolean")
+                else json.dumps(prop, ensure_ascii=False))
+        note = f" ({prop['description']})" if prop.get("description") else ""
+        args.append(f"{name}{'' if name in required else '?'}: {kind}{note}")
+    return f"{function['name']}({', '.join(args)}): {function.get('description', '')}".strip()
+
+
+def render(messages, tools):
+    """The ChatML prompt: system (with the tools), the turns, tool results as the user's turn."""
+    out = []
+    listing = "".join(signature(t["function"]) + "\n" for t in tools or ())
+    names = {}
+    for message in messages:
+        role, content = message["role"], _text(message.get("content"))
+        if role in ("system", "developer"):
+            if tools:
+                content = f"{content}\n\n{TOOLS_INTRO}{listing}</tools>".strip()
+            tools = None  # listed once, in the first system message
+            out.append(f"<|im_start|>system\n{content}<|im_end|>\n")
+        elif role == "assistant":
+            calls = "".join(
+                '<tool_call>{"name": "%s", "arguments": %s}</tool_call>' % (c["function"]["name"],
+                                                                             c["function"].get("arguments") or "{}")
+                for c in message.get("tool_calls") or ())
+            for c in message.get("tool_calls") or ():
+                names[c.get("id")] = c["function"]["name"]
+            out.append(f"<|im_start|>assistant\n{content}{calls}<|im_end|>\n")
+        elif role == "tool":
+            name = names.get(message.get("tool_call_id"), "the tool")
+            out.append(f"<|im_start|>user\nResult of {name}:\n{content}<|im_end|>\n")
+        else:
+            out.append(f"<|im_start|>user\n{content}<|im_end|>\n")
+    if tools:  # no system message: the tools get one of their own
+        out.insert(0, f"<|im_start|>system\n{TOOLS_INTRO}{listing}</tools><|im_end|>\n")
+    return "".join(out) + "<|im_start|>assistant\n"
+
+
+def _text(content):
+    """A message's text (image parts are left out: this model reads text only)."""
+    if isinstance(content, list):
+        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content or ""
+
+
+def _literal(text):
+    return json.dumps(text)
+
+
+@llama_chat_format.register_chat_completion_handler(NAME)
+def chat(llama, messages, tools=None, functions=None, tool_choice=None, max_tokens=None, temperature=0.2,
+         stream=False, stop=None, **_):
+    if stream:
+        raise ValueError(f"The {NAME} chat format does not stream.")
+    tools = tools or [{"type": "function", "function": f} for f in functions or ()]
+    if tool_choice == "none":
+        tools = []
+    by_name = {t["function"]["name"]: t["function"] for t in tools}
+    prompt = render(messages, tools)
+    budget = max_tokens if max_tokens and max_tokens > 0 else 512
+    used = {"prompt": 0, "completion": 0}
+
+    def complete(text, grammar=None, tokens=budget, stops=("<|im_end|>",)):
+        result = llama.create_completion(prompt=text, max_tokens=tokens, temperature=temperature,
+                                         stop=list(stops) + list(stop or ()), grammar=grammar)
+        used["prompt"] = used["prompt"] or result["usage"]["prompt_tokens"]
+        used["completion"] += result["usage"]["completion_tokens"]
+        return result["choices"][0]["text"]
+
+    content, calls = None, []
+    if by_name:
+        if isinstance(tool_choice, dict):
+            name = tool_choice["function"]["name"]
+        else:
+            names = " | ".join(_literal(_literal(n)[1:]) for n in by_name)  # each name followed by its quote
+            start = f'root ::= {_literal(CALL)} ({names})'
+            if tool_choice != "required":  # "auto": a plain-text reply is allowed too
+                start = f'root ::= {_literal(CALL)} ({names}) | [^<] [^<]*'
+            head = complete(prompt, llama_grammar.LlamaGrammar.from_string(start, verbose=False), tokens=16)
+            name = head[len(CALL):-1] if head.startswith(CALL) and head[:-1][len(CALL):] in by_name else None
+            if name is None:
+                content = head + complete(prompt + head, tokens=max(1, budget - 16))
+        if name is not None:
+            schema = json.dumps(by_name[name].get("parameters") or {"type": "object"})
+            try:
+                grammar = llama_grammar.LlamaGrammar.from_json_schema(schema, verbose=False)
+            except Exception:  # a schema the converter cannot compile: any JSON object
+                grammar = llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+            arguments = complete(f'{prompt}{CALL}{name}", "arguments": ', grammar)
+            calls = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                      "function": {"name": name, "arguments": arguments.strip()}}]
+    else:
+        content = complete(prompt)
+    message = {"role": "assistant", "content": content.strip() if content is not None else None}
+    if calls:
+        message["tool_calls"] = calls
+    return {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
+            "model": getattr(llama, "model_path", NAME),
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": used["prompt"], "completion_tokens": used["completion"],
+                      "total_tokens": used["prompt"] + used["completion"]}}
+
+
+if __name__ == "__main__":
+    from llama_cpp.server.__main__ import main
+
+    main()

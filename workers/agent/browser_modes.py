@@ -1,0 +1,142 @@
+"""How each browser mode gets its browser: a fresh Chromium (cloud_browser), the user's window (client), or a
+kept cloud session (acquired for the task, released after it)."""
+import os
+import time
+
+from app.egress import Policy
+from app.egress_proxy import EgressProxy
+from app.errors import ApiError
+from app.sessions import browsers
+from app.sessions import service as sessions
+
+from .actions import Finish, Outcome
+from .browsing import BrowserEnvironment, log
+
+from workers.browser.base import BrowserError, BrowserUnavailable
+
+
+def task_policy(task, config):
+    """The outbound policy, fenced to the task's allowedDomains when it has them."""
+    return Policy.from_config(config).narrowed((task.options or {}).get("allowedDomains"))
+
+
+class CloudBrowserEnvironment(BrowserEnvironment):
+    """`executionMode: "cloud_browser"`: a fresh Chromium per task (or a Grid session), closed with the task,
+    behind an egress proxy of its own (workers/browser/egress.py) that is started and stopped with it."""
+
+    def start_browser(self, task, should_stop, config):
+        from workers.browser.egress import HARDENING_ARGUMENTS, EgressProxy
+        from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+
+        options = task.options or {}
+        label = options.get("cloudBrowserSessionName") or f"task-{task.id}"
+        width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
+        # Started first and waited for last: Chromium starts while the proxy does.
+        self.download_dir = os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id)
+        self.egress = EgressProxy(config, label).start()
+        self.egress.fence(options.get("allowedDomains"))
+        browser = None
+        try:
+            browser = SeleniumBrowser(
+                label=label,
+                chromium_path=config.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+                chromedriver_path=config.get("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
+                remote_url=config.get("SELENIUM_REMOTE_URL"), proxy=self.egress.address,
+                extra_arguments=HARDENING_ARGUMENTS,
+                window_size=(int(width), int(height or 900)), locale=config.get("BROWSER_LOCALE", "en-US"),
+                time_zone=options.get("timeZone") or "America/Los_Angeles",
+                download_dir=self.download_dir,
+                profile_root=browsers_dir(config["VAR_DIR"]),
+                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+            self.egress.wait_ready()
+            self.egress.new_refusals()  # Chromium's own start-up requests are not the first step's
+            return browser
+        except BaseException:
+            if browser is not None:
+                browser.close()
+            self.egress.stop()
+            raise
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            egress = getattr(self, "egress", None)
+            if egress is not None:
+                egress.stop()
+            try:  # a task that downloaded nothing leaves no empty folder behind
+                os.rmdir(self.download_dir)
+            except (AttributeError, OSError):
+                pass
+
+
+class ClientBrowserEnvironment(BrowserEnvironment):
+    """`executionMode: "client"`: the caller's own window, driven by our extension through the window channel."""
+
+    def start_browser(self, task, should_stop, config):
+        from workers.browser.extension_driver import ExtensionBrowser
+
+        # The user's own browser, but the agent's navigation follows the service's outbound policy.
+        return ExtensionBrowser(task.browser_window_id, task.id, timeout=config["WINDOW_COMMAND_TIMEOUT_SECONDS"],
+                                check_url=task_policy(task, config).check_url,
+                                should_stop=should_stop).begin(task.prompt)
+
+    def _failed(self, exc):
+        if isinstance(exc, BrowserUnavailable):  # the user closed the tab or window: no later step can work
+            raise Finish(Outcome("error", str(exc))) from None
+        return super()._failed(exc)
+
+    def url(self):
+        try:
+            return super().url()
+        except BrowserError:
+            return ""
+
+    def store_gif(self):
+        super().store_gif()
+        data = self.recorder.gif()
+        if data:
+            try:
+                self.browser.save_gif(data)  # also into the user's Downloads/remote-dispatch/
+            except BrowserError:
+                log.warning("task %s: the extension could not save the GIF", self.task.id, exc_info=True)
+
+
+class KeptSessionEnvironment(BrowserEnvironment):
+    """`cloudBrowserSessionId`: the session's kept browser, one task at a time; it stays open after the task."""
+
+    POLL_SECONDS = 0.25
+
+    def start_browser(self, task, should_stop, config):
+        from workers.browser.kept_session import KeptSessionBrowser
+
+        deadline = time.monotonic() + config["TASK_TIMEOUT_SECONDS"]
+        try:
+            while (session := sessions.acquire(task.cloud_session_id, task.id)) is None:
+                if should_stop() or time.monotonic() > deadline:  # another task of the session holds it
+                    raise BrowserUnavailable("The cloud browser session stayed busy with another task.")
+                time.sleep(self.POLL_SECONDS)
+        except ApiError as exc:
+            raise BrowserUnavailable(exc.message) from None
+        self.session_id = session.id
+        # The session's own egress proxy (app/sessions/browsers.py) checks its browser's connections; its
+        # refusal log, read here, puts what it refused during each step into the trace. Never stopped here.
+        self.egress = EgressProxy(config, directory=browsers.egress_dir(config, session.id))
+        self.egress.new_refusals()  # earlier tasks' refusals are not this task's
+        self.egress.fence((task.options or {}).get("allowedDomains"))  # this task's, or none
+        try:
+            return KeptSessionBrowser(
+                webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
+                label=session.name or session.id, remote=session.host == "grid",
+                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+        except BrowserUnavailable:
+            sessions.release(session.id, task.id)
+            raise
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if getattr(self, "session_id", None):
+                self.egress.fence(None)
+                sessions.release(self.session_id, self.task.id)

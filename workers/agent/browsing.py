@@ -1,0 +1,220 @@
+"""The web agent in a real browser: the browser tools, and the page view the model gets after every action."""
+import logging
+import time
+from dataclasses import replace
+
+from . import page_view
+from .actions import STRING, Observation, Tool, params
+from .environment import MAX_OBSERVATION_CHARS, Environment
+from .secrets import unknown_placeholder
+
+from workers.browser.base import BrowserError
+
+log = logging.getLogger(__name__)
+ENDINGS_WITHOUT_PAGE = ("answer", "ask_user", "fail", "wait", "current_time", "read_attachment")
+BLANK = ("", "about:blank", "data:,", "chrome://newtab/")
+
+
+class BrowserEnvironment(Environment):
+    """The web agent in a real browser. Drivers (Selenium, the extension) implement `workers.browser.base.Browser`;
+    subclasses say how to get one (`start_browser`). With `generateGif` a screenshot follows each action; with
+    `screenshots` (a vision model) one goes to the model beside each page view."""
+
+    screenshots = False  # set by the runner when the planner shows the model images (LLM_VISION)
+    acted_on = None  # page.js's description of the element the last action acted on, or None
+
+    def __init__(self, task, should_stop, config):
+        super().__init__(task, should_stop)
+        self.config = config
+        self.view_chars = int(config.get("PAGE_VIEW_CHARS", 6000))
+        options = task.options or {}
+        self.recorder = None
+        if options.get("generateGif"):
+            from workers.browser.recorder import GifRecorder
+
+            self.recorder = GifRecorder(config.get("GIF_WIDTH", 800), config.get("GIF_MAX_FRAMES", 100))
+        try:
+            self.browser = self.start_browser(task, should_stop, config)
+        except BrowserError as exc:  # not installed, Grid down: the task ends as error with this message
+            raise ValueError(str(exc)) from None
+        self._resume_page()
+
+    def start_browser(self, task, should_stop, config):
+        raise NotImplementedError
+
+    def _resume_page(self):
+        """After an input-required pause the browser was closed: reopen the page the run paused on."""
+        task = self.task
+        if task.hitl and "answer" in task.hitl and task.trace:
+            url = next((e.get("url") for e in reversed(task.trace) if e.get("url")), None)
+            if url:
+                try:
+                    self.browser.open(url)
+                except BrowserError as exc:
+                    log.warning("task %s: could not reopen %s after the pause: %s", task.id, url, exc)
+
+    def tools(self, response_schema=None):
+        # Few tools with short descriptions: the page view follows every action, so there is no read tool,
+        # and a small model picks better among fewer (hover, wait_for, switch_tab, read_page stay steps of
+        # the built-in planner).
+        target = {"type": "string", "description": "Element number ([12] → \"12\") or its exact text."}
+        return super().tools(response_schema) + [
+            Tool("go_to", "Open a URL.", params(["url"], url=STRING)),
+            Tool("click", "Click an element.", params(["target"], target=target)),
+            Tool("type", "Type text into a field (replaces its text).",
+                 params(["target", "text"], target=target, text=STRING)),
+            Tool("select", "Choose an option of a select element.",
+                 params(["target", "option"], target=target, option=STRING)),
+            Tool("press", "Press a key, e.g. Enter.", params(["key"], key=STRING)),
+            Tool("scroll", "Scroll the page to see more.",
+                 params(["direction"], direction={"type": "string", "enum": ["down", "up"]})),
+            Tool("extract", "Text of the elements matching a CSS selector.", params(["selector"], selector=STRING)),
+            Tool("go_back", "Go back.", params()),
+        ]
+
+    def url(self):
+        return self.browser.current_url() if self.browser is not None else ""
+
+    def first_observation(self):
+        """The page a kept session or the user's window is on when the task starts (nothing on a blank tab)."""
+        try:
+            if self.url() in BLANK:
+                return ""
+            return "The browser is on this page:\n" + self._view().text
+        except BrowserError:
+            return ""
+
+    def trace_fields(self):
+        return {"browserSession": self.browser.label}
+
+    def execute(self, action):
+        observation = super().execute(action)
+        observation = self._with_refusals(observation)
+        if self.recorder is not None and action.name not in ENDINGS_WITHOUT_PAGE:
+            self.record()
+        return observation
+
+    def _with_refusals(self, observation):
+        """What the egress proxy refused during the step goes into its trace entry; a navigation it refused
+        (the page is the proxy's error) fails the step and says why."""
+        egress = getattr(self, "egress", None)
+        refusals = egress.new_refusals() if egress is not None else []
+        if not refusals:
+            return observation
+        refused = page_view.refusal_lines(refusals)
+        here = [r for r in refusals if f"//{page_view.host_port(r['host'], r['port'])}" in (observation.url or "")
+                or f"//{r['host']}/" in (observation.url or "")]
+        if not here or observation.failed:
+            return replace(observation, refused=refused)
+        why = f"Navigation refused by the egress policy: {here[0]['reason']}"
+        return replace(observation, text=why, refused=refused, failed=True)
+
+    def record(self):
+        try:
+            self.recorder.add(self.browser.screenshot())
+        except (BrowserError, OSError, ValueError):  # a recording must never fail the task
+            log.warning("task %s: screenshot for the GIF failed", self.task.id, exc_info=True)
+
+    def _view(self, prefix=""):
+        """The page after an action: what the action did, then the page view (and a screenshot for vision)."""
+        reading = self.browser.read(max_chars=self.view_chars)
+        image = None
+        if self.screenshots:
+            try:
+                image = self.browser.screenshot()
+            except BrowserError:  # the text view still goes
+                log.warning("task %s: screenshot for the model failed", self.task.id, exc_info=True)
+        view = page_view.render(reading, prefix)
+        if problem := reading.error():  # a 404 page has text too: it must not read as the page asked for
+            return Observation(f"{problem}\n{view}", reading.url, failed=True, error_page=True, image=image)
+        return Observation(view, reading.url, image=image)
+
+    def _act(self, what, done=None):
+        """Run one browser action; the page view follows it, and a failure says why."""
+        self.acted_on = None
+        try:
+            result = what()
+            if isinstance(result, dict) and "index" in result:
+                self.acted_on = result  # the element's descriptor (number, tag, label, attributes) for replay
+            prefix = done(result) if done else ""
+            return prefix if isinstance(prefix, Observation) else self._view(prefix)
+        except BrowserError as exc:
+            return self._failed(exc)
+
+    def _failed(self, exc):
+        # The error alone: the page did not change, and the latest page view stays whole in the model's context.
+        return Observation(str(exc), self.url(), failed=True)
+
+    def do_go_to(self, url):
+        from workers.browser.egress import check_typed_url
+
+        if unknown := unknown_placeholder(url):
+            return Observation(unknown, self.url(), failed=True)
+        if "://" not in url and not url.startswith(("data:", "about:")):
+            url = "https://" + url
+        return self._act(lambda: self.browser.open(check_typed_url(url)))
+
+    def do_read_page(self):
+        return self._act(lambda: None)
+
+    def do_click(self, target):
+        return self._act(lambda: self.browser.click(target), lambda info: f"clicked {_element(info)}")
+
+    def do_type(self, target, text):
+        # `text` holds real secret values here: the observation names the field, never the text.
+        return self._act(lambda: self.browser.type(target, text), lambda info: f"typed into {_element(info)}")
+
+    def do_select(self, target, option):
+        return self._act(lambda: self.browser.select(target, option),
+                         lambda info: f"selected {info.get('selected')!r} in [{info.get('index')}]")
+
+    def do_press(self, key):
+        return self._act(lambda: self.browser.press(key), lambda _: f"pressed {key}")
+
+    def do_scroll(self, direction="down", target=None):
+        return self._act(lambda: self.browser.scroll(direction, target),
+                         lambda r: f"scrolled {direction} (at {'the end' if r.get('atEnd') else r.get('scrollY')})")
+
+    def do_hover(self, target):
+        return self._act(lambda: self.browser.hover(target), lambda info: f"hovering over {_element(info)}")
+
+    def do_wait_for(self, text, seconds=10):
+        seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
+        return self._act(lambda: self.browser.wait_for(text=text, timeout=seconds),
+                         lambda _: f"the page shows {text!r}")
+
+    def do_go_back(self):
+        return self._act(self.browser.back, lambda _: "went back")
+
+    def do_switch_tab(self, index):
+        return self._act(lambda: self.browser.switch_tab(int(index)), lambda _: f"tab {index}")
+
+    def do_extract(self, selector="body"):
+        def found(texts):
+            texts = [t for t in texts if t]
+            if not texts:
+                raise BrowserError(f"Nothing on {self.url() or 'the page'} matches {selector!r}.")
+            return Observation("\n".join(texts)[:MAX_OBSERVATION_CHARS], self.url())
+        return self._act(lambda: self.browser.extract(selector), found)
+
+    def close(self):
+        browser = self.browser
+        try:
+            if self.recorder is not None and browser is not None:
+                self.store_gif()
+        finally:
+            if browser is not None:
+                browser.close()
+
+    def store_gif(self):
+        from workers.browser.gifs import save_gif
+
+        try:
+            save_gif(self.task.id, self.recorder, self.config)
+        except Exception:
+            log.warning("task %s: the GIF could not be stored", self.task.id, exc_info=True)
+
+
+def _element(info):
+    """An acted-on element as the model saw it in the view: [N] <tag> label."""
+    return f"[{info.get('index')}] <{info.get('tag', '')}> {info.get('label', '')}".rstrip()
