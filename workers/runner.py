@@ -17,6 +17,7 @@ from app.crypto import unseal
 from app.extensions import db
 from app.files.service import referenced_keys
 from app.models import Task, now_plus
+from app.scripts.service import add_version
 
 from .agent.actions import Outcome
 from .agent.conversation import Conversation
@@ -25,7 +26,9 @@ from .agent.loop import AgentLoop, Budget, RunState
 from . import shutdown
 from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
-from .planners import Brief, make_planner
+from .planners import Brief, make_planner, model_configured
+from .replay.recorder import ScriptHook
+from .replay.replayer import ReplayPlanner
 from .planners.builtin import split_steps
 
 log = logging.getLogger(__name__)
@@ -107,11 +110,17 @@ def execute_task(task_id):
     trace = loop.state.trace if loop else []
     usage = loop.usage() if loop else {"actions": 0, "credits": 0.0}
     extra = {"messages": loop.state.conversation.messages} if loop else {}
+    script = recorded_script(task, loop, outcome)
+    if script is not None:
+        extra["script"] = script
     if outcome.status == "input-required":
         extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]))
     _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, _response(outcome, trace), usage,
                          trace=trace, error=outcome.text if outcome.status == "error" else None,
                          owner=owner, **extra)
+    saved = ((task.options or {}).get("replay") or {}).get("scriptId")
+    if saved and script is not None and script.get("healed"):
+        add_version(saved, script, task_id)
 
 
 DATABASE_DOWN = (OperationalError, InterfaceError)
@@ -184,7 +193,7 @@ def build_loop(task, owner, should_stop, secrets):
         )
         state = _resumed_state(task, secrets) or RunState(
             Conversation.begin(secrets.redact(_earlier_messages(task)), brief.prompt))
-        planner = make_planner(brief, config)
+        planner = replay_planner(task, environment, secrets, brief, config) or make_planner(brief, config)
         budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
         pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
 
@@ -200,6 +209,28 @@ def build_loop(task, owner, should_stop, secrets):
     except BaseException:
         close_environment(environment)
         raise
+
+
+def replay_planner(task, environment, secrets, brief, config):
+    """Browser runs record their script; a replay (options.replay) runs one without a model, and heals with
+    the model from a step that cannot run when one is configured. None: the usual planner."""
+    if not hasattr(environment, "script_hook") or task.hitl:
+        return None  # no browser, or resumed after a pause: the trace before it is not recorded
+    replay = (task.options or {}).get("replay")
+    variables = (task.options or {}).get("inputVariables") or {}
+    environment.script_hook = ScriptHook(secrets, variables, base=replay and replay["script"])
+    if not replay:
+        return None
+    heal = (lambda: make_planner(brief, config)) if model_configured(config) else None
+    return ReplayPlanner(replay["script"], environment.script_hook, variables, heal=heal)
+
+
+def recorded_script(task, loop, outcome):
+    """The finished run's script (success only), with the model's steps numbered in `healed`."""
+    hook = getattr(loop.environment, "script_hook", None) if loop else None
+    if hook is None or outcome.status != "success":
+        return None
+    return hook.script(task.prompt, task.id)
 
 
 def _resumed_state(task, secrets):

@@ -273,6 +273,8 @@ class BrowserEnvironment(Environment):
     """The web agent in a real browser. Drivers (Selenium, the extension) implement `workers.browser.base.Browser`;
     subclasses say how to get one (`start_browser`). With `generateGif` a screenshot follows each action."""
 
+    script_hook = None  # workers.replay.recorder.ScriptHook, set by the runner
+
     def __init__(self, task, should_stop, config):
         super().__init__(task, should_stop)
         self.config = config
@@ -335,9 +337,25 @@ class BrowserEnvironment(Environment):
         return self.browser.current_url() if getattr(self, "browser", None) else ""
 
     def trace_fields(self):
-        return {"browserSession": self.browser.label}
+        fields = {"browserSession": self.browser.label}
+        return {**fields, **self.script_hook.trace_fields()} if self.script_hook is not None else fields
 
     def execute(self, action):
+        hook = self.script_hook  # workers/replay: records the step, and checks a replayed step before it runs
+        if hook is None:
+            return self._execute(action)
+        action, refused = hook.before(self, action)
+        if refused is not None:
+            return refused
+        try:
+            observation = self._execute(action)
+        except Finish as finish:
+            hook.finished(action, finish.outcome)
+            raise
+        hook.after(action, observation)
+        return observation
+
+    def _execute(self, action):
         observation = super().execute(action)
         observation = self._with_refusals(observation)
         if self.recorder is not None and action.name not in ENDINGS_WITHOUT_PAGE:
