@@ -434,7 +434,8 @@
       if (hit.length === 1) r.index = stamp(hit[0]).index;
       return r;
     }
-    if (loc.css) {
+    // A path alone is a guess once the element had a name: only a nameless element (an icon) is found by it.
+    if (loc.css && !loc.name && !loc.text) {
       var byPath;
       try { byPath = all(loc.css).filter(function (el) { return el.tagName.toLowerCase() === loc.tag && visible(el); }); }
       catch (e) { byPath = []; }

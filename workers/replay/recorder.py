@@ -84,6 +84,8 @@ class ScriptHook:
     # --- internals ------------------------------------------------------------------------------------
     def _snapshot(self, browser, action):
         step = {"action": action.name, "args": dict(action.args)}
+        if action.name == "go_to":  # where it starts does not matter
+            return scripts.parameterize(self.secrets.redact(step), self.variables)
         try:
             step["page"] = {"url": scripts.page_pattern(browser.current_url()), "title": browser.title()}
             if action.name in scripts.TARGETED and action.args.get("target") is not None:
@@ -93,8 +95,6 @@ class ScriptHook:
                 step["args"].pop("target", None)
         except BrowserError as exc:  # recording must never fail the task: this step stays without a locator
             log.info("no locator for %s: %s", action.name, exc)
-        if action.name == "go_to":
-            step.pop("page", None)  # where it starts does not matter
         return scripts.parameterize(self.secrets.redact(step), self.variables)
 
     def _prepare(self, browser, number, step, action):
