@@ -1,5 +1,7 @@
 """Replay scripts: a successful web run's script, replayed in a real Chromium without the model, healed by it."""
+import html
 import json
+import re
 from urllib.parse import quote_plus
 
 import pytest
@@ -7,6 +9,7 @@ import pytest
 from tests.conftest import WorkerProcess, submit, wait_for_status
 from tests.llm_server import ScriptedModel, tool_call
 from tests.page_server import PageServer
+from workers.planners.builtin import parse_step
 
 pytestmark = pytest.mark.slow
 SECRET = "Horse!Battery staple#9"
@@ -116,6 +119,20 @@ def test_a_model_planned_run_replays_without_the_model_with_new_inputs_and_heals
         assert version2["script"]["steps"][3]["target"]["name"] == "Log in"
         assert_no_secret(json.dumps(version2), json.dumps(model.recorded()))
 
+        # The console shows the script, its version, which steps the model planned, and replays it.
+        console = client.application.test_client()
+        token = re.search(r'name="csrf_token" value="([^"]+)"', console.get("/console/signin").get_data(as_text=True))[1]
+        console.post("/console/signin", data={"api_key": api_key, "csrf_token": token, "next": "/console/tasks"})
+        page = console.get(f"/console/tasks/{healed}").get_data(as_text=True)
+        assert "Replay script" in page and "steps 4, 5 of version 2" in page and "planned by the model" in page
+        assert 'type "{{user}}" into "Username"' in html.unescape(page) and SECRET not in page
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]
+        started = console.post(f"/console/tasks/{healed}/replay", data={"csrf_token": token})
+        assert started.status_code == 303 and started.headers["Location"] != f"/console/tasks/{healed}"
+        again = wait_for_status(client, api_key, started.headers["Location"].rsplit("/", 1)[1], timeout=120)
+        # The original's secrets were erased when it ended: the replay asks for them instead of typing "${...}".
+        assert again["status"] == "error" and "${PASSWORD}" in again["response"]["text"], again
+
         # Saved scripts: per key, and a replay by scriptId runs its latest version.
         saved = client.post("/fast/v2/scripts", json={"requestId": healed, "name": "greeting",
                                                       "parameters": {"user": "ada"}},
@@ -148,6 +165,9 @@ def test_without_a_model_a_moved_button_replays_and_a_gone_or_ambiguous_one_ends
         assert body["status"] == "success", json.dumps(body)[:2000]
         status, script = script_of(client, api_key, recorded)
         assert_no_secret(json.dumps(script), script["text"])
+        # The text form is steps the built-in planner runs (the same as the prompt, here).
+        assert [parse_step(line).name for line in script["text"].splitlines()[1:]] == [
+            "go_to", "type", "type", "click", "extract"]
 
         pages.pages["/login"] = MOVED
         _, body = run(client, api_key, {"replayOf": recorded})

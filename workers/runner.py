@@ -17,6 +17,7 @@ from app.crypto import unseal
 from app.extensions import db
 from app.files.service import referenced_keys
 from app.models import Task, now_plus
+from app.scripts.format import secrets_of
 from app.scripts.service import add_version
 
 from .agent.actions import Outcome
@@ -221,6 +222,10 @@ def replay_planner(task, environment, secrets, brief, config):
     environment.script_hook = ScriptHook(secrets, variables, base=replay and replay["script"])
     if not replay:
         return None
+    missing = sorted(set(secrets_of(replay["script"])) - set(secrets.names()))
+    if missing:
+        raise ValueError("The script types secrets this replay was not given: "
+                         + ", ".join(f"${{{name}}}" for name in missing) + " (send them in secretVariables).")
     heal = (lambda: make_planner(brief, config)) if model_configured(config) else None
     return ReplayPlanner(replay["script"], environment.script_hook, variables, heal=heal)
 

@@ -431,6 +431,10 @@ def resubmit(api_key_id, task_id):
     task = get_task(api_key_id, task_id)
     data = {"prompt": task.prompt, "executionMode": task.execution_mode,
             "browserWindowId": task.browser_window_id, **(task.options or {})}
+    replay = data.pop("replay", None)  # a replay runs again as the same replay
+    if replay:
+        data.update({k: replay[k] for k in ("replayOf", "scriptId") if k in replay}
+                    or {"script": replay["script"]})
     if task.callback_url:
         callback = unseal(task.callback_sealed) or {}
         data.update(callbackUrl=task.callback_url, callbackSecret=callback.get("secret"),
@@ -439,6 +443,15 @@ def resubmit(api_key_id, task_id):
         data["secretVariables"] = unseal(task.secrets_sealed)
     if task.previous_request_id:
         data["previousRequestId"] = task.previous_request_id
+    return submit(api_key_id, data)[0]
+
+
+def replay(api_key_id, task_id):
+    """Replay a task's script (the console's button): a new task like the original, with replayOf."""
+    task = get_task(api_key_id, task_id)
+    data = {"prompt": None, "executionMode": task.execution_mode, "browserWindowId": task.browser_window_id,
+            "cloudBrowserSessionId": task.cloud_session_id, "replayOf": task.id,
+            **{k: v for k, v in (task.options or {}).items() if k in ("inputVariables", "timeZone", "generateGif")}}
     return submit(api_key_id, data)[0]
 
 
