@@ -7,6 +7,7 @@ from urllib.parse import quote_plus
 import pytest
 
 from tests.conftest import WorkerProcess, submit, wait_for_status
+from tests.extension_support import browser, module_key, web, window  # noqa: F401 (fixtures)
 from tests.llm_server import ScriptedModel, tool_call
 from tests.page_server import PageServer
 from workers.planners.builtin import parse_step
@@ -38,6 +39,11 @@ def pages():
     server = PageServer({"/login": LOGIN, "/home": HOME})
     yield server
     server.close()
+
+
+def builtin_steps(pages):
+    return "\n".join(["/Operator", f"go to {pages.url('/login')}", 'type "ada" into "Username"',
+                      'type "${PASSWORD}" into "Password"', 'click "Sign in"', "extract #greeting"])
 
 
 def run(client, key, body, timeout=120):
@@ -159,9 +165,7 @@ def test_without_a_model_a_moved_button_replays_and_a_gone_or_ambiguous_one_ends
         client, api_key, pages):
     worker = WorkerProcess(queues="tasks", concurrency=1, name="replay-builtin")
     try:
-        recorded, body = run(client, api_key, {"prompt": "\n".join([
-            "/Operator", f"go to {pages.url('/login')}", 'type "ada" into "Username"',
-            'type "${PASSWORD}" into "Password"', 'click "Sign in"', "extract #greeting"])})
+        recorded, body = run(client, api_key, {"prompt": builtin_steps(pages)})
         assert body["status"] == "success", json.dumps(body)[:2000]
         status, script = script_of(client, api_key, recorded)
         assert_no_secret(json.dumps(script), script["text"])
@@ -195,3 +199,24 @@ def test_a_submitted_script_is_checked(client, api_key):
     assert both.status_code == 400
     cloud = submit(client, api_key, {"executionMode": "cloud", "script": {"steps": [{"action": "read_page"}]}})
     assert cloud.status_code == 400 and "browser" in cloud.get_json()["message"]
+
+
+def test_a_cloud_browser_run_replays_in_the_callers_window_through_the_extension(
+        client, browser, window, module_key, pages):
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="replay-client")
+    try:
+        recorded, body = run(client, module_key, {"prompt": builtin_steps(pages)})
+        assert body["status"] == "success", json.dumps(body)[:2000]
+        request_id = submit(client, module_key, {"replayOf": recorded, "browserWindowId": window,
+                                                 "secretVariables": {"PASSWORD": SECRET}}).get_json()["requestId"]
+        body = wait_for_status(client, module_key, request_id, timeout=180)
+        assert body["status"] == "success", json.dumps(body)[:2000]
+        assert body["executionMode"] == "client" and body["response"]["text"] == "Welcome, ada"
+        assert all(e["replayed"] for e in body["response"]["actionTrace"][:-1])
+        titles = []
+        for handle in browser.driver.window_handles:  # the work happened in the user's window
+            browser.driver.switch_to.window(handle)
+            titles.append(browser.driver.title)
+        assert "Home" in titles
+    finally:
+        worker.stop()
