@@ -87,6 +87,7 @@ def test_a_model_planned_run_replays_without_the_model_with_new_inputs_and_heals
         assert steps[3]["page"] == {"url": pages.url("/login"), "title": "Sign in"}
         assert steps[5]["args"] == {"text": "{{step 5}}"}  # the answer is what the read returns when replayed
         assert script["parameters"] == ["user"] and script["secrets"] == ["PASSWORD"] and script["version"] == 1
+        assert script["script"]["defaults"] == {"user": "ada"}  # what a replay without inputVariables types
         assert 'type "{{user}}" into "Username"' in script["text"] and 'click "Sign in"' in script["text"]
         assert_no_secret(json.dumps(script), script["text"])
         # Another key can neither read nor replay it.
@@ -115,7 +116,7 @@ def test_a_model_planned_run_replays_without_the_model_with_new_inputs_and_heals
         assert body["status"] == "success", json.dumps(body)[:2000]
         assert len(model.bodies()) == 3
         first = model.bodies()[0]["messages"]
-        assert "Sign in as ada and read the greeting" in json.dumps(first)  # the original prompt
+        assert "Sign in as {{user}} and read the greeting" in json.dumps(first)  # the original prompt
         assert any("Replay step 4" in (m.get("content") or "") for m in first if m["role"] == "tool")
         flags = [e.get("replayed") for e in body["response"]["actionTrace"][:-1]]
         assert flags == [True, True, True, True, False, False]  # step 4 failed as replayed, then the model

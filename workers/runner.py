@@ -218,7 +218,8 @@ def replay_planner(task, environment, secrets, brief, config):
     if not hasattr(environment, "script_hook") or task.hitl:
         return None  # no browser, or resumed after a pause: the trace before it is not recorded
     replay = (task.options or {}).get("replay")
-    variables = (task.options or {}).get("inputVariables") or {}
+    variables = {**((replay or {}).get("script", {}).get("defaults") or {}),
+                 **((task.options or {}).get("inputVariables") or {})}
     environment.script_hook = ScriptHook(secrets, variables, base=replay and replay["script"])
     if not replay:
         return None

@@ -235,6 +235,8 @@ class ScriptBodySchema(LenientSchema):
     format = fields.String(allow_none=True)
     healed = fields.List(fields.Integer(), allow_none=True)
     parameters = fields.List(fields.String(), allow_none=True)
+    defaults = fields.Dict(keys=fields.String(), allow_none=True, metadata={
+        "description": "The inputVariables values of the recorded run, used where a replay gives none"})
     secrets = fields.List(fields.String(), allow_none=True)
     source = fields.String(allow_none=True)
 

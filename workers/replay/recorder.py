@@ -78,6 +78,8 @@ class ScriptHook:
                   "source": source, "healed": list(self.planned) if self.base is not None else [],
                   "steps": steps}
         script["parameters"] = scripts.parameters_of(script)
+        # The values this run used: a replay without new inputVariables uses them again.
+        script["defaults"] = {name: self.variables[name] for name in script["parameters"] if name in self.variables}
         script["secrets"] = scripts.secrets_of(script)
         return script
 
