@@ -42,7 +42,8 @@
  *                                    textContent, xpath, domPath: {value}}), all of them must hold
  *   property(target, name)        -> {ok, value}: a DOM property (or attribute) of the element, as a string
  *   describe(target)              -> {ok, index, tag, role, name, text, label, attrs: {id, name, type, href,
- *                                    placeholder, data-*}, css}: how to find this element again (replay scripts)
+ *                                    placeholder, data-*}, css, url, title}: how to find this element again
+ *                                    (replay scripts), and the page it is on
  *   resolve(locator)              -> {ok, count, index?, matches: [{index, tag, name}], by}: every element that a
  *                                    describe() locator matches now (strong keys first); count 1 is the only
  *                                    unambiguous answer, the index hint is never used to choose
@@ -397,7 +398,8 @@
     STABLE.forEach(function (a) { var v = el.getAttribute(a); if (v) attrs[a] = v; });
     var ls = labelsOf(el);
     return {ok: true, index: stamp(el).index, tag: el.tagName.toLowerCase(), role: roleOf(el),
-      name: label(el), text: cut(el.innerText || "", 100), label: ls[0] || "", attrs: attrs, css: cssPath(el)};
+      name: label(el), text: cut(el.innerText || "", 100), label: ls[0] || "", attrs: attrs, css: cssPath(el),
+      url: location.href, title: document.title};
   }
 
   function resolve(loc) {

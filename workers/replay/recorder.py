@@ -10,6 +10,7 @@ from app.scripts import format as scripts
 
 log = logging.getLogger(__name__)
 PAGE_WAIT_SECONDS = 5  # a step's page may still be loading after the previous step's click
+ELEMENT_WAIT_SECONDS = 3  # and its element appear a moment later; an ambiguous match is never waited out
 
 
 class ScriptHook:
@@ -79,7 +80,8 @@ class ScriptHook:
                   "steps": steps}
         script["parameters"] = scripts.parameters_of(script)
         # The values this run used: a replay without new inputVariables uses them again.
-        script["defaults"] = {name: self.variables[name] for name in script["parameters"] if name in self.variables}
+        script["defaults"] = self.secrets.redact(
+            {name: self.variables[name] for name in script["parameters"] if name in self.variables})
         script["secrets"] = scripts.secrets_of(script)
         return script
 
@@ -89,12 +91,14 @@ class ScriptHook:
         if action.name == "go_to":  # where it starts does not matter
             return scripts.parameterize(self.secrets.redact(step), self.variables)
         try:
-            step["page"] = {"url": scripts.page_pattern(browser.current_url()), "title": browser.title()}
             if action.name in scripts.TARGETED and action.args.get("target") is not None:
-                locator = browser.describe(action.args["target"])
+                locator = browser.describe(action.args["target"])  # with the page's url and title: one call
+                step["page"] = {"url": scripts.page_pattern(locator.get("url")), "title": locator.get("title")}
                 step["target"] = {k: locator[k] for k in ("tag", "role", "name", "text", "label", "attrs", "css",
                                                           "index") if k in locator}
                 step["args"].pop("target", None)
+            else:
+                step["page"] = {"url": scripts.page_pattern(browser.current_url()), "title": browser.title()}
         except BrowserError as exc:  # recording must never fail the task: this step stays without a locator
             log.info("no locator for %s: %s", action.name, exc)
         return scripts.parameterize(self.secrets.redact(step), self.variables)
@@ -118,10 +122,15 @@ class ScriptHook:
                 time.sleep(0.2)
         if step["action"] in scripts.TARGETED and step.get("target"):
             locator = scripts.fill(step["target"], self.variables)
-            try:
-                found = browser.resolve(locator)
-            except BrowserError as exc:
-                return f"{what}: the element could not be looked up ({exc}).", action
+            deadline = time.monotonic() + ELEMENT_WAIT_SECONDS
+            while True:  # a page's script may add the element a moment after the page loaded
+                try:
+                    found = browser.resolve(locator)
+                except BrowserError as exc:
+                    return f"{what}: the element could not be looked up ({exc}).", action
+                if found.get("count") or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             if found.get("count") == 0:
                 return f"{what}: no element on the page matches {_named(locator)} any more.", action
             if found.get("count", 0) > 1:
