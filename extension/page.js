@@ -44,7 +44,7 @@
  *   describe(target)              -> {ok, index, tag, role, name, text, label, attrs: {id, name, type, href,
  *                                    placeholder, data-*}, css, url, title}: how to find this element again
  *                                    (replay scripts), and the page it is on
- *   resolve(locator)              -> {ok, count, index?, matches: [{index, tag, name}], by}: every element that a
+ *   resolve(locator)              -> {ok, count, index?, matches: [{index, tag, name}], by, url, title}: every element a
  *                                    describe() locator matches now (strong keys first); count 1 is the only
  *                                    unambiguous answer, the index hint is never used to choose
  */
@@ -403,7 +403,13 @@
   }
 
   function resolve(loc) {
-    loc = loc || {};
+    var r = match(loc || {});
+    r.url = location.href;
+    r.title = document.title;
+    return r;
+  }
+
+  function match(loc) {
     var attrs = loc.attrs || {}, lower = function (s) { return clean(s).toLowerCase(); };
     var pool = candidates().filter(function (el) {
       return el.tagName.toLowerCase() === loc.tag && (!loc.role || roleOf(el) === loc.role);

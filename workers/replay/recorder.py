@@ -37,7 +37,8 @@ class ScriptHook:
             problem, action = self._prepare(browser, number, step, action)
             if problem is not None:
                 return action, Observation(problem, environment.url(), failed=True)
-        if action.name in scripts.RECORDED:
+            self._record = step  # a step that ran as recorded is kept as it was (parameters and all)
+        elif action.name in scripts.RECORDED:
             self._record = self._snapshot(browser, action)
         return action, None
 
@@ -107,32 +108,34 @@ class ScriptHook:
         """Check the step's page, find its element; (why it cannot run, action) or (None, action to run)."""
         what = f"Replay step {number} ({action.description or step['action']})"
         expected = self.secrets.substitute(scripts.fill(step.get("page") or {}, self.variables))
-        if expected and step["action"] != "go_to":
-            deadline = time.monotonic() + PAGE_WAIT_SECONDS
-            while True:
-                try:
-                    url, title = browser.current_url(), browser.title()
-                except BrowserError as exc:
-                    return f"{what}: the page could not be read ({exc}).", action
-                if scripts.same_page(expected, url, title):
-                    break
-                if time.monotonic() > deadline:
-                    return (f"{what}: expected the page {expected.get('url')} ({expected.get('title')!r}) but the "
-                            f"browser is on {scripts.page_pattern(url)} ({title!r})."), action
-                time.sleep(0.2)
-        if step["action"] in scripts.TARGETED and step.get("target"):
-            locator = scripts.fill(step["target"], self.variables)
-            deadline = time.monotonic() + ELEMENT_WAIT_SECONDS
-            while True:  # a page's script may add the element a moment after the page loaded
-                try:
+        check_page = bool(expected) and step["action"] != "go_to"
+        targeted = step["action"] in scripts.TARGETED and bool(step.get("target"))
+        if not (check_page or targeted):
+            return None, action
+        locator = scripts.fill(step.get("target") or {}, self.variables)
+        started = time.monotonic()
+        while True:
+            try:
+                if targeted:  # one call: the matches and the page they are on
                     found = browser.resolve(locator)
-                except BrowserError as exc:
-                    return f"{what}: the element could not be looked up ({exc}).", action
-                if found.get("count") or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-            if found.get("count") == 0:
+                    url, title = found.get("url"), found.get("title")
+                else:
+                    found, url, title = None, browser.current_url(), browser.title()
+            except BrowserError as exc:
+                return f"{what}: the page could not be read ({exc}).", action
+            on_page = not check_page or scripts.same_page(expected, url, title)
+            waited = time.monotonic() - started
+            if on_page and (found is None or found.get("count")):
+                break
+            # The page may still be loading after the previous step, and its element appear a moment later;
+            # an ambiguous match is never waited out.
+            if not on_page and waited > PAGE_WAIT_SECONDS:
+                return (f"{what}: expected the page {expected.get('url')} ({expected.get('title')!r}) but the "
+                        f"browser is on {scripts.page_pattern(url)} ({title!r})."), action
+            if on_page and waited > ELEMENT_WAIT_SECONDS:
                 return f"{what}: no element on the page matches {_named(locator)} any more.", action
+            time.sleep(0.2)
+        if found is not None:
             if found.get("count", 0) > 1:
                 names = ", ".join(f"[{m['index']}] <{m['tag']}> {m['name']!r}" for m in found.get("matches", []))
                 return (f"{what}: {found['count']} elements match {_named(locator)} by {found.get('by')} "
