@@ -13,6 +13,7 @@ def create_app(overrides=None):
     from .dispatch.routes import blp as dispatch_blp
     from .extensions import celery_init_app, db, migrate
     from .files.routes import blp as files_blp
+    from .scripts.routes import blp as scripts_blp
     from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
     from .windows.routes import blp as windows_blp
@@ -46,6 +47,7 @@ def create_app(overrides=None):
     api.register_blueprint(files_blp)
     api.register_blueprint(sessions_blp)
     api.register_blueprint(windows_blp)
+    api.register_blueprint(scripts_blp)
     app.register_blueprint(health.blp)
     console.init_app(app)
     # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.

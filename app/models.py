@@ -125,6 +125,8 @@ class Task(db.Model):
     messages: Mapped[list | None] = mapped_column(JSON)  # conversation, secrets redacted
     hitl: Mapped[dict | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+    # A successful web run's replay script (workers/replay): steps, locators, ${secret}s and {{parameters}}.
+    script: Mapped[dict | None] = mapped_column(JSON)
 
     # Dispatch and execution bookkeeping.
     dispatched_at = mapped_column(UtcDateTime)
@@ -282,3 +284,30 @@ class TaskGif(db.Model):
     data: Mapped[bytes] = mapped_column(LargeBinary)
     frames: Mapped[int] = mapped_column(Integer)
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+
+class Script(db.Model):
+    """A saved replay script (POST /scripts), owned by one API key; its steps live in its versions."""
+
+    __tablename__ = "scripts"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    parameters: Mapped[dict] = mapped_column(JSON, default=dict)  # default inputVariables of a replay
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+
+class ScriptVersion(db.Model):
+    """One version of a saved script: the first from the task it was saved from, the next from each healed replay."""
+
+    __tablename__ = "script_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    script_id: Mapped[str] = mapped_column(ForeignKey("scripts.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    body: Mapped[dict] = mapped_column(JSON)
+    task_id: Mapped[str | None] = mapped_column(String(36))  # the run it was recorded from
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+    __table_args__ = (UniqueConstraint("script_id", "version"),)

@@ -543,6 +543,9 @@ const COMMANDS = {
     return {downloadId, filename: `remote-dispatch/${id}.gif`};
   },
   open: (c) => openUrl(c, c.args.url, c.args.newTab),
+  // Replay scripts: how to find an element again, and what a recorded locator matches now.
+  describe: async (c) => ok(await page(await drivenTab(c), "describe", c.args.target)),
+  resolve: async (c) => ok(await page(await drivenTab(c), "resolve", c.args.locator)),
   current_url: async (c) => ({url: (await chrome.tabs.get(await drivenTab(c))).url}),
   title: async (c) => ({title: (await chrome.tabs.get(await drivenTab(c))).title}),
   back: async (c) => {

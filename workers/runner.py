@@ -17,6 +17,8 @@ from app.crypto import unseal
 from app.extensions import db
 from app.files.service import referenced_keys
 from app.models import Task, now_plus
+from app.scripts.format import secrets_of
+from app.scripts.service import add_version
 
 from .agent.actions import Outcome
 from .agent.conversation import Conversation
@@ -26,6 +28,8 @@ from . import shutdown
 from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
 from .planners import Brief, make_planner, model_configured
+from .replay.recorder import ScriptHook
+from .replay.replayer import ReplayPlanner
 from .planners.builtin import split_steps
 
 log = logging.getLogger(__name__)
@@ -111,11 +115,17 @@ def execute_task(task_id):
     trace = loop.state.trace if loop else []
     usage = loop.usage() if loop else {"actions": 0, "credits": 0.0}
     extra = {"messages": loop.state.conversation.messages} if loop else {}
+    script = recorded_script(task, loop, outcome)
+    if script is not None:
+        extra["script"] = script
     if outcome.status == "input-required":
         extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]))
     _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, _response(outcome, trace), usage,
                          trace=trace, error=outcome.text if outcome.status == "error" else None,
                          owner=owner, **extra)
+    saved = ((task.options or {}).get("replay") or {}).get("scriptId")
+    if saved and script is not None and script.get("healed"):
+        add_version(saved, script, task_id)
 
 
 DATABASE_DOWN = (OperationalError, InterfaceError)
@@ -191,7 +201,7 @@ def build_loop(task, owner, should_stop, secrets):
             time_zone=options.get("timeZone") or "America/Los_Angeles",
             attachments=referenced_keys(options),
         )
-        planner = make_planner(brief, config)
+        planner = replay_planner(task, environment, secrets, brief, config) or make_planner(brief, config)
         # A vision model gets a screenshot beside each page view, unless the task has secrets: a value typed
         # into a visible text field would reach the model in the picture.
         environment.screenshots = getattr(planner, "vision", False) and not secrets.names()
@@ -222,6 +232,33 @@ def _with_start_page(prompt, environment, config, secrets):
         return prompt
     first = environment.first_observation()
     return f"{prompt}\n\n{secrets.redact(first)}" if first else prompt
+
+
+def replay_planner(task, environment, secrets, brief, config):
+    """Browser runs record their script; a replay (options.replay) runs one without a model, and heals with
+    the model from a step that cannot run when one is configured. None: the usual planner."""
+    if not hasattr(environment, "script_hook") or task.hitl:
+        return None  # no browser, or resumed after a pause: the trace before it is not recorded
+    replay = (task.options or {}).get("replay")
+    variables = {**((replay or {}).get("script", {}).get("defaults") or {}),
+                 **((task.options or {}).get("inputVariables") or {})}
+    environment.script_hook = ScriptHook(secrets, variables, base=replay and replay["script"])
+    if not replay:
+        return None
+    missing = sorted(set(secrets_of(replay["script"])) - set(secrets.names()))
+    if missing:
+        raise ValueError("The script types secrets this replay was not given: "
+                         + ", ".join(f"${{{name}}}" for name in missing) + " (send them in secretVariables).")
+    heal = (lambda: make_planner(brief, config)) if model_configured(config) else None
+    return ReplayPlanner(replay["script"], environment.script_hook, variables, heal=heal)
+
+
+def recorded_script(task, loop, outcome):
+    """The finished run's script (success only), with the model's steps numbered in `healed`."""
+    hook = getattr(loop.environment, "script_hook", None) if loop else None
+    if hook is None or outcome.status != "success":
+        return None
+    return hook.script(task.prompt, task.id)
 
 
 def _resumed_state(task, secrets):

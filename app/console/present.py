@@ -45,7 +45,22 @@ def _step(entry):
         action = action[len("error:"):].strip()
     reason = entry.get("error") if isinstance(entry.get("error"), str) and entry.get("error") != action else None
     return {"url": entry.get("url") or "", "action": action, "durationMs": entry.get("durationMs"),
-            "failed": failed, "reason": reason}
+            "failed": failed, "reason": reason, "replayed": entry.get("replayed")}
+
+
+def _script(task):
+    """The task's replay script (a successful web run) and, for a replay, what it replayed."""
+    replay = (task.options or {}).get("replay") or {}
+    script = task.script
+    if not script and not replay:
+        return None
+    from ..scripts.format import as_text  # noqa: PLC0415
+
+    return {"version": (script or {}).get("version"), "healed": (script or {}).get("healed") or [],
+            "parameters": (script or {}).get("parameters") or [], "steps": len((script or {}).get("steps") or []),
+            "text": as_text(script) if script else None,
+            "replayOf": replay.get("replayOf"), "scriptId": replay.get("scriptId"),
+            "replayedVersion": (replay.get("script") or {}).get("version") if replay else None}
 
 
 def _output(task):
@@ -98,6 +113,7 @@ def task(task):
         "hasGif": task.status not in ACTIVE and tasks.task_gif(task.api_key_id, task.id) is not None,
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
         "callbackUrl": task.callback_url,
+        "script": _script(task),
     }
 
 

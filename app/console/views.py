@@ -224,6 +224,13 @@ def rerun(task_id):
     return _act(task_id, lambda: tasks.resubmit(g.api_key.id, task_id), "Started again as a new task.")
 
 
+@blp.route("/tasks/<task_id>/replay", methods=["POST"])
+@signed_in
+@requests_limit
+def replay(task_id):
+    return _act(task_id, lambda: tasks.replay(g.api_key.id, task_id), "Replaying its script as a new task.")
+
+
 @blp.route("/windows")
 @signed_in
 def windows():

@@ -12,6 +12,7 @@ from .. import json_schemas
 from ..api import ErrorSchema
 from ..egress import Policy, host_pattern, normalise
 from ..netguard import UnsafeUrl
+from ..scripts.format import RECORDED, TARGETED
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
 STATUSES = ("pending", "success", "error", "input-required")
@@ -211,10 +212,51 @@ class McpServerSchema(LenientSchema):
                         "url must be an http:// or https:// URL of an MCP server (a host name or IPv4 address)")
 
 
+STEP_ACTIONS = RECORDED + ("answer",)
+
+
+class StepSchema(LenientSchema):
+    action = fields.String(required=True, validate=validate.OneOf(STEP_ACTIONS))
+    args = fields.Dict(keys=fields.String(), load_default=dict, metadata={
+        "description": "The action's arguments; secrets as ${name}, inputVariables as {{name}}"})
+    target = fields.Dict(keys=fields.String(), allow_none=True, metadata={
+        "description": "The element's locator: tag, role, name, text, label, attrs (id, name, data-*, href), "
+                       "css; index is a hint only"})
+    page = fields.Dict(keys=fields.String(), allow_none=True, metadata={
+        "description": "The page the step expects: url (scheme, host and path) and title"})
+
+    @validates_schema
+    def _targeted_steps_have_a_locator(self, data, **_):
+        if data["action"] in TARGETED and not (data.get("target") or {}).get("tag") and not data["args"].get("target"):
+            raise ValidationError(f"a '{data['action']}' step needs a target locator (tag and a name, text or "
+                                  "attribute).", "target")
+
+
+class ScriptBodySchema(LenientSchema):
+    steps = fields.List(fields.Nested(StepSchema), required=True,
+                        validate=validate.Length(min=1, max=200, error="a script has 1 to 200 steps."))
+    version = fields.Integer(load_default=1, validate=validate.Range(min=1))
+    prompt = fields.String(allow_none=True, metadata={"description": "The task the script was recorded from; "
+                                                                     "the model heals with it"})
+    format = fields.String(allow_none=True)
+    healed = fields.List(fields.Integer(), allow_none=True)
+    parameters = fields.List(fields.String(), allow_none=True)
+    defaults = fields.Dict(keys=fields.String(), allow_none=True, metadata={
+        "description": "The inputVariables values of the recorded run, used where a replay gives none"})
+    secrets = fields.List(fields.String(), allow_none=True)
+    source = fields.String(allow_none=True)
+
+
 class SubmitSchema(LenientSchema):
-    prompt = fields.String(required=True, validate=validate.Length(min=1, error="prompt must not be empty."),
-                           metadata={"description": "The task; at most MAX_PROMPT_CHARS characters.",
+    prompt = fields.String(validate=validate.Length(min=1, error="prompt must not be empty."),
+                           metadata={"description": "The task; at most MAX_PROMPT_CHARS characters. Required unless "
+                                                    "the task replays a script (then the model heals with it).",
                                      "maxLength": 100_000})
+    replayOf = fields.String(allow_none=True, metadata={
+        "description": "Replay the script of this successful web task of the key, without a model"})
+    script = fields.Nested(ScriptBodySchema, allow_none=True, metadata={
+        "description": "Replay this script (the `script` of GET .../responses/{requestId}/script)"})
+    scriptId = fields.String(allow_none=True, metadata={"description": "Replay the latest version of this saved script"})
     browserWindowId = fields.String(allow_none=True)
     executionMode = fields.String(load_default="client", validate=validate.OneOf(EXECUTION_MODES))
     clearChat = StrictBoolean(load_default=True)
@@ -340,6 +382,18 @@ class SubmitSchema(LenientSchema):
     ]}
 
     @validates_schema
+    def _a_prompt_or_a_script(self, data, **_):
+        replays = [name for name in ("replayOf", "script", "scriptId") if data.get(name) is not None]
+        if len(replays) > 1:
+            raise ValidationError(f"give one of replayOf, script and scriptId, not {' and '.join(replays)}.",
+                                  replays[-1])
+        if not replays and data.get("prompt") is None:
+            raise ValidationError("Missing data for required field.", "prompt")
+        if replays and data.get("executionMode") == "cloud" and not data.get("cloudBrowserSessionId"):
+            raise ValidationError("a replay needs a browser: use executionMode 'cloud_browser' or 'client'.",
+                                  "executionMode")
+
+    @validates_schema
     def _client_needs_window(self, data, **_):
         if (data.get("executionMode", "client") == "client" and not data.get("browserWindowId")
                 and not data.get("cloudBrowserSessionId")):
@@ -396,6 +450,8 @@ class TraceEntrySchema(ma.Schema):
     planner = fields.String(metadata={
         "description": "The final entry: which planner ran the task, `builtin` (the step grammar) or "
                        "`model <LLM_MODEL>`"})
+    replayed = fields.Boolean(metadata={
+        "description": "Replays: true for a step run from the script, false for one the model planned (healed)"})
 
 
 class ResponseSchema(ma.Schema):
@@ -410,6 +466,16 @@ class UsageSchema(ma.Schema):
     credits = fields.Float()
 
 
+class ReplayInfoSchema(ma.Schema):
+    replayOf = fields.String()
+    scriptId = fields.String()
+    version = fields.Integer(metadata={"description": "The version of the script replayed"})
+    healed = fields.List(fields.Integer(), metadata={
+        "description": "Steps (from 1) the model planned because the script's step could not run"})
+    newVersion = fields.Integer(allow_none=True, metadata={
+        "description": "The script version this healed run yielded (GET .../script)"})
+
+
 class TaskResultSchema(ma.Schema):
     requestId = fields.String(required=True)
     status = fields.String(required=True, metadata={"enum": list(STATUSES)})
@@ -422,6 +488,8 @@ class TaskResultSchema(ma.Schema):
     hitlInputMetadata = fields.Dict(allow_none=True)
     progress = fields.Dict(allow_none=True, metadata={
         "description": "While pending: the actions taken so far."})
+    replay = fields.Nested(ReplayInfoSchema, allow_none=True, metadata={
+        "description": "Replays (replayOf, script or scriptId): which script version ran and which steps healed"})
     gifUrl = fields.String(allow_none=True, metadata={
         "description": "With generateGif: where to fetch the task's animated GIF (GET, same API key); "
                        "null while there is none yet (it is stored when the browser closes)."})

@@ -19,6 +19,7 @@ from ..crypto import seal, unseal
 from ..errors import ApiError, invalid
 from ..extensions import TASKS_QUEUE, db
 from ..files.service import referenced_keys, require_files
+from ..scripts import service as scripts
 from ..sessions import service as sessions
 from .schemas import mcp_namespace
 from ..models import IdempotencyKey, Task, TaskGif, new_id, now, now_plus
@@ -49,6 +50,7 @@ def submit(api_key_id, data, idempotency_key=None):
         original = _idempotent_replay(api_key_id, idempotency_key, body_hash)
         if original:
             return original, True
+    replay, data = scripts.replay_for(api_key_id, data)
     mode = data["executionMode"]
     window_id = data.get("browserWindowId") if mode == "client" else None
     # A kept cloud session (by its id, or by its window) runs the web agent in its own browser.
@@ -63,6 +65,8 @@ def submit(api_key_id, data, idempotency_key=None):
         raise invalid(f"previousRequestId '{previous}' is not a request made with this API key.")
     require_files(api_key_id, referenced_keys(data))
     options = {name: data[name] for name in OPTION_FIELDS if data.get(name) is not None}
+    if replay is not None:
+        options["replay"] = replay
     mcp_credentials = None
     if data.get("mcpServers"):
         options["mcpServers"], mcp_credentials = split_mcp_credentials(data["mcpServers"])
@@ -250,6 +254,12 @@ def result(task):
     }
     if task.status == "pending":
         body["progress"] = {"actionTrace": task.trace or []}
+    replay = (task.options or {}).get("replay")
+    if replay:
+        script = task.script or {}
+        body["replay"] = {k: replay[k] for k in ("replayOf", "scriptId") if replay.get(k)}
+        body["replay"].update(version=replay["script"].get("version", 1), healed=script.get("healed", []),
+                              newVersion=script.get("version") if script.get("healed") else None)
     if (task.options or {}).get("generateGif"):
         body["gifUrl"] = f"/fast/v2/remote-dispatch/responses/{task.id}/gif" if _has_gif(task.id) else None
     return body
@@ -422,6 +432,10 @@ def resubmit(api_key_id, task_id):
     task = get_task(api_key_id, task_id)
     data = {"prompt": task.prompt, "executionMode": task.execution_mode,
             "browserWindowId": task.browser_window_id, **(task.options or {})}
+    replay = data.pop("replay", None)  # a replay runs again as the same replay
+    if replay:
+        data.update({k: replay[k] for k in ("replayOf", "scriptId") if k in replay}
+                    or {"script": replay["script"]})
     if task.callback_url:
         callback = unseal(task.callback_sealed) or {}
         data.update(callbackUrl=task.callback_url, callbackSecret=callback.get("secret"),
@@ -430,6 +444,15 @@ def resubmit(api_key_id, task_id):
         data["secretVariables"] = unseal(task.secrets_sealed)
     if task.previous_request_id:
         data["previousRequestId"] = task.previous_request_id
+    return submit(api_key_id, data)[0]
+
+
+def replay(api_key_id, task_id):
+    """Replay a task's script (the console's button): a new task like the original, with replayOf."""
+    task = get_task(api_key_id, task_id)
+    data = {"prompt": None, "executionMode": task.execution_mode, "browserWindowId": task.browser_window_id,
+            "cloudBrowserSessionId": task.cloud_session_id, "replayOf": task.id,
+            **{k: v for k, v in (task.options or {}).items() if k in ("inputVariables", "timeZone", "generateGif")}}
     return submit(api_key_id, data)[0]
 
 

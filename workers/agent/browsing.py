@@ -4,7 +4,7 @@ import time
 from dataclasses import replace
 
 from . import page_view
-from .actions import STRING, Observation, Tool, params
+from .actions import STRING, Finish, Observation, Tool, params
 from .environment import MAX_OBSERVATION_CHARS, Environment
 from .secrets import unknown_placeholder
 
@@ -22,6 +22,7 @@ class BrowserEnvironment(Environment):
 
     screenshots = False  # set by the runner when the planner shows the model images (LLM_VISION)
     acted_on = None  # page.js's description of the element the last action acted on, or None
+    script_hook = None  # workers.replay.recorder.ScriptHook, set by the runner
 
     def __init__(self, task, should_stop, config):
         super().__init__(task, should_stop)
@@ -85,9 +86,25 @@ class BrowserEnvironment(Environment):
             return ""
 
     def trace_fields(self):
-        return {"browserSession": self.browser.label}
+        fields = {"browserSession": self.browser.label}
+        return {**fields, **self.script_hook.trace_fields()} if self.script_hook is not None else fields
 
     def execute(self, action):
+        hook = self.script_hook  # workers/replay: records the step, and checks a replayed step before it runs
+        if hook is None:
+            return self._execute(action)
+        action, refused = hook.before(self, action)
+        if refused is not None:
+            return refused
+        try:
+            observation = self._execute(action)
+        except Finish as finish:
+            hook.finished(action, finish.outcome)
+            raise
+        hook.after(action, observation)
+        return observation
+
+    def _execute(self, action):
         observation = super().execute(action)
         observation = self._with_refusals(observation)
         if self.recorder is not None and action.name not in ENDINGS_WITHOUT_PAGE:

@@ -77,5 +77,9 @@ class Browser:
     def upload(self, target, path): raise NotImplementedError
     def run_js(self, code): raise NotImplementedError
 
+    # replay scripts (workers/replay/): page.js's describe/resolve
+    def describe(self, target): raise NotImplementedError  # -> locator of the element (page.js describe)
+    def resolve(self, locator): raise NotImplementedError  # -> {"count", "index"?, "matches", "by"}
+
     def close(self):
         """Release the browser (end the session, or leave the user's window as it is). Idempotent."""

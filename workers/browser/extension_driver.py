@@ -118,6 +118,12 @@ class ExtensionBrowser(Browser):
         raise BrowserError("Uploading files is not available in client mode: the extension cannot fill a "
                            "file input with a file from the service. Use executionMode 'cloud_browser'.")
 
+    def describe(self, target):
+        return self._command("describe", target=str(target))
+
+    def resolve(self, locator):
+        return self._command("resolve", locator=locator)
+
     def run_js(self, code):
         return self._command("run_js", code=code)["result"]
 

@@ -47,6 +47,12 @@
  *                                    ({id, dataTestId, name, ariaLabel, role, type, tagName, className,
  *                                    textContent, xpath, domPath: {value}}), all of them must hold
  *   property(target, name)        -> {ok, value}: a DOM property (or attribute) of the element, as a string
+ *   describe(target)              -> {ok, index, tag, role, name, text, label, attrs: {id, name, type, href,
+ *                                    placeholder, data-*}, css, url, title}: how to find this element again
+ *                                    (replay scripts), and the page it is on
+ *   resolve(locator)              -> {ok, count, index?, matches: [{index, tag, name}], by, url, title}: every element a
+ *                                    describe() locator matches now (strong keys first); count 1 is the only
+ *                                    unambiguous answer, the index hint is never used to choose
  */
 (function () {
   "use strict";
@@ -418,6 +424,107 @@
 
   function fire(el, type) { el.dispatchEvent(new Event(type, {bubbles: true, composed: true})); }
 
+  // --- replay locators ------------------------------------------------------------------------------
+  var STABLE = ["id", "name", "type", "href", "placeholder"];
+
+  function roleOf(el) {
+    var role = (el.getAttribute("role") || "").toLowerCase();
+    if (role) return role;
+    var tag = el.tagName, type = (el.type || "").toLowerCase();
+    if (tag === "A") return "link";
+    if (tag === "BUTTON" || tag === "INPUT" && /^(submit|button|reset|image)$/.test(type)) return "button";
+    if (tag === "SELECT") return "combobox";
+    if (tag === "TEXTAREA" || tag === "INPUT" && /^(|text|email|password|search|tel|url|number)$/.test(type))
+      return "textbox";
+    if (tag === "INPUT") return type;
+    return tag.toLowerCase();
+  }
+
+  function cssPath(el) {
+    var parts = [];
+    while (el && el.nodeType === 1 && el.tagName !== "HTML") {
+      var tag = el.tagName.toLowerCase(), parent = el.parentElement, n = 1, same = 0;
+      if (parent) for (var c = parent.firstElementChild; c; c = c.nextElementSibling) {
+        if (c.tagName === el.tagName) { same++; if (c === el) n = same; }
+      }
+      parts.unshift(same > 1 ? tag + ":nth-of-type(" + n + ")" : tag);
+      el = parent;
+    }
+    return parts.join(" > ");
+  }
+
+  function dataAttrs(el) {
+    var out = {};
+    for (var i = 0; i < el.attributes.length; i++) {
+      var a = el.attributes[i];
+      if (a.name.indexOf("data-") === 0 && a.name !== INDEX && a.name.indexOf("data-rd-") !== 0) out[a.name] = a.value;
+    }
+    return out;
+  }
+
+  function locator(el) {
+    var attrs = dataAttrs(el);
+    STABLE.forEach(function (a) { var v = el.getAttribute(a); if (v) attrs[a] = v; });
+    var ls = labelsOf(el);
+    return {ok: true, index: stamp(el).index, tag: el.tagName.toLowerCase(), role: roleOf(el),
+      name: label(el), text: cut(el.innerText || "", 100), label: ls[0] || "", attrs: attrs, css: cssPath(el),
+      url: location.href, title: document.title};
+  }
+
+  function resolve(loc) {
+    var r = match(loc || {});
+    r.url = location.href;
+    r.title = document.title;
+    return r;
+  }
+
+  function match(loc) {
+    var attrs = loc.attrs || {}, lower = function (s) { return clean(s).toLowerCase(); };
+    var pool = candidates().filter(function (el) {
+      return el.tagName.toLowerCase() === loc.tag && (!loc.role || roleOf(el) === loc.role);
+    });
+    function attrKey(name) {
+      return function (el) { return attrs[name] !== undefined && el.getAttribute(name) === attrs[name]; };
+    }
+    // Strong keys first; a key that matches nothing (the id changed) is skipped, one that matches several
+    // is narrowed by the other strong keys and otherwise reported as ambiguous.
+    var keys = [["id", attrKey("id")]];
+    Object.keys(attrs).forEach(function (a) { if (a.indexOf("data-") === 0) keys.push([a, attrKey(a)]); });
+    keys.push(["name attribute", attrKey("name")]);
+    keys.push(["role and name", function (el) { return !!loc.name && lower(label(el)) === lower(loc.name); }]);
+    keys.push(["label", function (el) { return !!loc.label && labelsOf(el).map(lower).indexOf(lower(loc.label)) >= 0; }]);
+    keys.push(["text", function (el) { return !!loc.text && lower(el.innerText) === lower(loc.text); }]);
+    keys.push(["href", attrKey("href")]);
+    keys.push(["placeholder", attrKey("placeholder")]);
+    function brief(els) {
+      return els.slice(0, 10).map(function (el) { return {index: stamp(el).index, tag: el.tagName.toLowerCase(), name: label(el)}; });
+    }
+    for (var i = 0; i < keys.length; i++) {
+      var hit = pool.filter(keys[i][1]);
+      if (!hit.length) continue;
+      for (var j = 0; j < keys.length && hit.length > 1; j++) {
+        if (j === i) continue;
+        var narrower = hit.filter(keys[j][1]);
+        if (narrower.length) hit = narrower;
+      }
+      var r = {ok: true, count: hit.length, matches: brief(hit), by: keys[i][0]};
+      if (hit.length === 1) r.index = stamp(hit[0]).index;
+      return r;
+    }
+    // A path alone is a guess once the element had a name: only a nameless element (an icon) is found by it.
+    if (loc.css && !loc.name && !loc.text) {
+      var byPath;
+      try { byPath = all(loc.css).filter(function (el) { return el.tagName.toLowerCase() === loc.tag && visible(el); }); }
+      catch (e) { byPath = []; }
+      if (byPath.length) {
+        var p = {ok: true, count: byPath.length, matches: brief(byPath), by: "css path"};
+        if (byPath.length === 1) p.index = stamp(byPath[0]).index;
+        return p;
+      }
+    }
+    return {ok: true, count: 0, matches: [], by: ""};
+  }
+
   var api = {
     version: VERSION,
     read: read,
@@ -573,6 +680,8 @@
       r.text = clean(visible(el0) ? el0.innerText : el0.textContent);
       return r;
     },
+    describe: function (target) { return withElement(target, locator); },
+    resolve: resolve,
     property: function (target, name) {
       return withElement(target, function (el) {
         var value = el[name];

@@ -414,6 +414,12 @@ class SeleniumBrowser(Browser):
             raise BrowserError(f"Could not upload into [{info['index']}]: {_reason(exc)}") from None
         return info
 
+    def describe(self, target):
+        return self._result(self._call("describe", str(target)))
+
+    def resolve(self, locator):
+        return self._result(self._call("resolve", locator))
+
     def run_js(self, code):
         try:
             return self.driver.execute_script(code)

@@ -1,0 +1,1 @@
+"""Replay scripts: the script of a finished task, and saved scripts with their versions."""

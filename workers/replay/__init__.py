@@ -1,0 +1,1 @@
+"""Replay scripts: record a successful web run's browser actions, and run them again without a model."""

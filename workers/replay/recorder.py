@@ -1,0 +1,150 @@
+"""The browser environment's script hook: records each executed step with its page and locator, and before a
+replayed step checks its page and finds its element (exactly one match, or the step fails)."""
+import logging
+import time
+
+from workers.agent.actions import Observation
+from workers.browser.base import BrowserError
+
+from app.scripts import format as scripts
+
+log = logging.getLogger(__name__)
+PAGE_WAIT_SECONDS = 5  # a step's page may still be loading after the previous step's click
+ELEMENT_WAIT_SECONDS = 3  # and its element appear a moment later; an ambiguous match is never waited out
+
+
+class ScriptHook:
+    def __init__(self, secrets, variables, base=None):
+        self.secrets, self.variables = secrets, {k: str(v) for k, v in (variables or {}).items()}
+        self.base = base  # the script being replayed, if any
+        self.steps = []  # recorded, secrets as ${name}, variables as {{name}}
+        self.reads = {}  # recorded step number -> the (redacted) text the read returned
+        self.pending = None  # (step number, step) the replay planner hands over for the next action
+        self.replaying = None  # the current action's replayed step number, None when planned
+        self.planned = []  # recorded step numbers the model planned (healed)
+        self.results = {}  # replayed step number -> text it returned (for the answer)
+        self.answer = None
+        self._record = None
+
+    # --- called by BrowserEnvironment.execute ---------------------------------------------------------
+    def before(self, environment, action):
+        """(action to run, None) or (action, a failed Observation that replaces running it)."""
+        self._record, self.replaying = None, None
+        browser = environment.browser
+        if self.pending is not None:
+            number, step = self.pending
+            self.pending, self.replaying = None, number
+            problem, action = self._prepare(browser, number, step, action)
+            if problem is not None:
+                return action, Observation(problem, environment.url(), failed=True)
+            self._record = step  # a step that ran as recorded is kept as it was (parameters and all)
+        elif action.name in scripts.RECORDED:
+            self._record = self._snapshot(browser, action)
+        return action, None
+
+    def after(self, action, observation):
+        if observation.failed or self._record is None:
+            return
+        step = self._record
+        self.steps.append(step)
+        number = len(self.steps)
+        if self.replaying is None:
+            self.planned.append(number)
+        else:
+            self.results[self.replaying] = observation.text
+        if action.name in ("extract", "read_page"):
+            self.reads[number] = self.secrets.redact(observation.text)
+
+    def finished(self, action, outcome):
+        if action.name == "answer" and outcome.status == "success":
+            answer = {"text": outcome.text} if outcome.structured is None else {"content": outcome.structured}
+            self.answer = scripts.answer_template(self.secrets.redact(answer), self.reads)
+
+    def trace_fields(self):
+        if self.base is None:
+            return {}
+        return {"replayed": self.replaying is not None}
+
+    # --- the script this run yields -------------------------------------------------------------------
+    def script(self, prompt, source):
+        """The recorded script, or None when the run did nothing a browser can replay."""
+        if not self.steps:
+            return None
+        steps = list(self.steps)
+        if self.answer is not None:
+            steps.append({"action": "answer", "args": self.answer})
+        version = 1
+        if self.base is not None:
+            version = int(self.base.get("version") or 1) + (1 if self.planned else 0)
+        script = {"format": scripts.FORMAT, "version": version, "prompt": self.secrets.redact(prompt),
+                  "source": source, "healed": list(self.planned) if self.base is not None else [],
+                  "steps": steps}
+        script["parameters"] = scripts.parameters_of(script)
+        # The values this run used: a replay without new inputVariables uses them again.
+        script["defaults"] = self.secrets.redact(
+            {name: self.variables[name] for name in script["parameters"] if name in self.variables})
+        script["secrets"] = scripts.secrets_of(script)
+        return script
+
+    # --- internals ------------------------------------------------------------------------------------
+    def _snapshot(self, browser, action):
+        step = {"action": action.name, "args": dict(action.args)}
+        if action.name == "go_to":  # where it starts does not matter
+            return scripts.parameterize(self.secrets.redact(step), self.variables)
+        try:
+            if action.name in scripts.TARGETED and action.args.get("target") is not None:
+                locator = browser.describe(action.args["target"])  # with the page's url and title: one call
+                step["page"] = {"url": scripts.page_pattern(locator.get("url")), "title": locator.get("title")}
+                step["target"] = {k: locator[k] for k in ("tag", "role", "name", "text", "label", "attrs", "css",
+                                                          "index") if k in locator}
+                step["args"].pop("target", None)
+            else:
+                step["page"] = {"url": scripts.page_pattern(browser.current_url()), "title": browser.title()}
+        except BrowserError as exc:  # recording must never fail the task: this step stays without a locator
+            log.info("no locator for %s: %s", action.name, exc)
+        return scripts.parameterize(self.secrets.redact(step), self.variables)
+
+    def _prepare(self, browser, number, step, action):
+        """Check the step's page, find its element; (why it cannot run, action) or (None, action to run)."""
+        what = f"Replay step {number} ({action.description or step['action']})"
+        expected = self.secrets.substitute(scripts.fill(step.get("page") or {}, self.variables))
+        check_page = bool(expected) and step["action"] != "go_to"
+        targeted = step["action"] in scripts.TARGETED and bool(step.get("target"))
+        if not (check_page or targeted):
+            return None, action
+        locator = scripts.fill(step.get("target") or {}, self.variables)
+        started = time.monotonic()
+        while True:
+            try:
+                if targeted:  # one call: the matches and the page they are on
+                    found = browser.resolve(locator)
+                    url, title = found.get("url"), found.get("title")
+                else:
+                    found, url, title = None, browser.current_url(), browser.title()
+            except BrowserError as exc:
+                return f"{what}: the page could not be read ({exc}).", action
+            on_page = not check_page or scripts.same_page(expected, url, title)
+            waited = time.monotonic() - started
+            if on_page and (found is None or found.get("count")):
+                break
+            # The page may still be loading after the previous step, and its element appear a moment later;
+            # an ambiguous match is never waited out.
+            if not on_page and waited > PAGE_WAIT_SECONDS:
+                return (f"{what}: expected the page {expected.get('url')} ({expected.get('title')!r}) but the "
+                        f"browser is on {scripts.page_pattern(url)} ({title!r})."), action
+            if on_page and waited > ELEMENT_WAIT_SECONDS:
+                return f"{what}: no element on the page matches {_named(locator)} any more.", action
+            time.sleep(0.2)
+        if found is not None:
+            if found.get("count", 0) > 1:
+                names = ", ".join(f"[{m['index']}] <{m['tag']}> {m['name']!r}" for m in found.get("matches", []))
+                return (f"{what}: {found['count']} elements match {_named(locator)} by {found.get('by')} "
+                        f"({names}); an ambiguous target is never guessed."), action
+            action.args["target"] = str(found["index"])
+        return None, action
+
+
+def _named(locator):
+    attrs = locator.get("attrs") or {}
+    name = locator.get("name") or locator.get("text") or attrs.get("id") or locator.get("css") or "?"
+    return f"<{locator.get('tag')}> {name!r}"
