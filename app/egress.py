@@ -91,6 +91,12 @@ class Policy:
         return addresses
 
 
+def check_navigation(config, url):
+    """A URL a browser window is sent to (client-mode tasks, the SDK's go_to_url): http(s) only, and
+    under config's policy (no private or metadata address unless allowed). Raises EgressRefused."""
+    return Policy.from_config(config).check_url(url)
+
+
 def normalise(url, schemes=("http", "https")):
     """The normalised URL, or EgressRefused for a form parsers could disagree on; no DNS lookup
     (the syntax check at submit time, when private URLs are allowed)."""

@@ -1,6 +1,7 @@
 """Environments execute actions: the general agent's server-side tools and the web agent's page reader.
 
 Every environment also runs the task's MCP tools (`mcp`, set by the runner) and reads its attachments."""
+import functools
 import logging
 import os
 import tempfile
@@ -12,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
-from app.egress import Policy
+from app.egress import Policy, check_navigation
 from app.egress_proxy import EgressProxy
 from app.errors import ApiError
 from app.extensions import db
@@ -515,7 +516,7 @@ class ClientBrowserEnvironment(BrowserEnvironment):
 
         # The user's own browser, but the agent's navigation follows the service's outbound policy.
         return ExtensionBrowser(task.browser_window_id, task.id, timeout=config["WINDOW_COMMAND_TIMEOUT_SECONDS"],
-                                check_url=Policy.from_config(config).check_url,
+                                check_url=functools.partial(check_navigation, config),
                                 should_stop=should_stop).begin(task.prompt)
 
     def _act(self, what, done=None):
