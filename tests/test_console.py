@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app import lifecycle
-from app.dispatch import service as dispatch_service
+from app.dispatch import queries, service as dispatch_service
 from tests.conftest import ROOT, WorkerProcess, make_key
 from tests.processes import WebProcess
 
@@ -314,7 +314,7 @@ def test_a_form_post_without_the_csrf_token_is_refused(live, key):
     forged = http.post(live.base + "/console/tasks/new",
                        data={"prompt": "answer forged", "executionMode": "cloud", "csrf_token": "x" * 43})
     assert forged.status_code == 403
-    assert dispatch_service.task_page(key_row(key).id)["tasks"] == []
+    assert queries.task_page(key_row(key).id)["tasks"] == []
     # Behind an https proxy the cookie is Secure.
     via_proxy = requests.get(live.base + "/console/signin", headers={"X-Forwarded-Proto": "https"})
     assert "Secure" in via_proxy.headers["Set-Cookie"] and "SameSite=Lax" in via_proxy.headers["Set-Cookie"]

@@ -9,8 +9,7 @@ from flask import current_app
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
 
 from ..api import ErrorSchema
-from ..egress import Policy, normalise
-from ..netguard import UnsafeUrl
+from ..egress import Policy, UnsafeUrl, normalise
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
 STATUSES = ("pending", "success", "error", "input-required")

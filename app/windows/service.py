@@ -8,13 +8,15 @@ import json
 import time
 
 from flask import current_app
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import delete, func, or_, select, text, update
 
 from ..crypto import seal, unseal
+from ..dispatch.queries import result, task_page
 from ..egress import UnsafeUrl, check_navigation
 from ..errors import ApiError
 from ..extensions import db
 from ..models import BrowserWindow, WindowCommand, now, now_plus
+from ..sessions import service as sessions
 
 # Commands the extension understands: the driver's (browser interface) and the SDK's extension actions.
 SDK_ACTIONS = ("go_to_url", "get_url", "get_screenshot", "get_full_html", "get_simplified_html",
@@ -283,8 +285,6 @@ def _notify(key):
 def run_extension_action(api_key_id, body):
     """POST /extension-actions: run one SDK action in the key's window; (`{status, data, error}`) or 504."""
     window_id = body["browserWindowId"]
-    from ..sessions import service as sessions
-
     action = dict(body["action"])
     name = action.pop("name")
     if name == "go_to_url":  # the window opens it: the same check as a client-mode task's navigation
@@ -314,8 +314,6 @@ def run_extension_action(api_key_id, body):
 
 def window_tasks(api_key_id, window_id, limit=10):
     """The window's recent tasks (side panel): poll-shaped, with their prompts."""
-    from ..dispatch.service import result, task_page
-
     owned_window(api_key_id, window_id)
     page = task_page(api_key_id, window=window_id, limit=limit)
     return {"tasks": [{**result(task), "prompt": task.prompt} for task in page["tasks"]]}
@@ -323,8 +321,6 @@ def window_tasks(api_key_id, window_id, limit=10):
 
 def purge_old_commands(keep_seconds=86400):
     """Delete commands finished or expired more than `keep_seconds` ago (beat, hourly); returns how many."""
-    from sqlalchemy import or_
-
     deleted = db.session.execute(delete(WindowCommand).where(or_(
         WindowCommand.completed_at < now_plus(-keep_seconds),
         WindowCommand.expires_at < now_plus(-keep_seconds)))).rowcount
