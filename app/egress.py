@@ -10,8 +10,6 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from .netguard import METADATA_HOSTS, UnsafeUrl
-
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_URL_CHARS = 8192
 MAX_REDIRECTS = 10
@@ -22,6 +20,12 @@ _NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?")
 # A last label that a browser or inet_aton would read as a number makes the whole host an IPv4 address.
 _NUMERIC = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# Cloud metadata endpoints are link-local or private already; listed for clarity of intent.
+METADATA_HOSTS = {"metadata.google.internal", "metadata", "instance-data"}
+
+
+class UnsafeUrl(ValueError):
+    """The URL is malformed, or it resolves to an address a caller must not reach through us."""
 
 
 class EgressRefused(UnsafeUrl):
@@ -148,6 +152,12 @@ def host_pattern(text):
     if not host:
         raise EgressRefused("a host pattern needs a host")
     return HostPattern(host, port, subdomains)
+
+
+def check_navigation(config, url):
+    """A URL a browser window is sent to (client-mode tasks, the SDK's go_to_url): http(s) only, and
+    under config's policy (no private or metadata address unless allowed). Raises EgressRefused."""
+    return Policy.from_config(config).check_url(url)
 
 
 def normalise(url, schemes=("http", "https")):

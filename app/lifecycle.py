@@ -11,6 +11,7 @@ from sqlalchemy import and_, or_, select, text, update
 from .bounds import bounded_response, bounded_trace, truncate
 from .extensions import db
 from .models import Task, now, now_plus
+from .webhooks.outbox import add_delivery, publish
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +83,11 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
     if won is None:
         db.session.rollback()
         return False
-    from .webhooks.outbox import add_delivery  # noqa: PLC0415 (outbox belongs to the same transaction)
-
     # Only a task with a callback needs reading back for its webhook payload.
     delivery_id = add_delivery(db.session.get(Task, task_id), status) if won.callback_url else None
     _notify(task_id)
     db.session.commit()
     if delivery_id:
-        from .webhooks.outbox import publish
-
         publish(delivery_id)
     return True
 

@@ -182,6 +182,17 @@ class CloudSession(db.Model):
                       Index("ix_cloud_sessions_window", "browser_window_id", unique=True))
 
 
+class ConsoleSession(db.Model):
+    """A console sign-in, named by the signed cookie: signing out deletes the row, so a kept copy of the
+    cookie is refused."""
+
+    __tablename__ = "console_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+
 class WebhookDelivery(db.Model):
     """One webhook event for one task (the outbox row); its attempts are logged below."""
 

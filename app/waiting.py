@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 
 from .errors import ApiError
+from .extensions import db
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,6 @@ class TaskWaiters:
 
     @classmethod
     def for_app(cls, app):
-        from .extensions import db
-
         connect = None
         with app.app_context():
             engine = db.engine

@@ -2,6 +2,7 @@
 import json
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet
 
@@ -37,6 +38,21 @@ def _host_patterns(value):
     for pattern in patterns:
         host_pattern(pattern)
     return patterns
+
+
+def _public_url():
+    """The base of every absolute URL the service hands out (presigned uploads, session pages, CDP): PUBLIC_URL,
+    or the address it listens on (HOST, PORT). Never a request's Host header: the caller writes that."""
+    url = _env("PUBLIC_URL")
+    if url is None:
+        host = _env("HOST", "127.0.0.1")
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]") else host
+        url = f"http://{f'[{host}]' if ':' in host and not host.startswith('[') else host}:{_env('PORT', '8000')}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError(f"PUBLIC_URL must be the service's http(s) base URL, such as https://dispatch.example.com; "
+                         f"got {url!r}.")
+    return url.rstrip("/")
 
 
 def _var_dir():
@@ -183,6 +199,9 @@ def load():
         # The sessions' DevTools proxies listen here; CDP URLs name CDP_PUBLIC_HOST (default: the API's host).
         "CDP_PROXY_BIND": _env("CDP_PROXY_BIND", "127.0.0.1"),
         "CDP_PUBLIC_HOST": _env("CDP_PUBLIC_HOST"),
+        # Where callers reach this service: the base of the URLs it returns (presigned upload, login_url, and the
+        # CDP URL's host unless CDP_PUBLIC_HOST); default http://HOST:PORT (127.0.0.1:8000).
+        "PUBLIC_URL": _public_url(),
         # The SDK refuses to run when older than this (GET /fast/v2/sdk/config).
         "SDK_MIN_VERSION": _env("SDK_MIN_VERSION", "0.2.0"),
         # The console's signed session cookie; unset: derived from ENCRYPTION_KEY.

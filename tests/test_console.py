@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app import lifecycle
-from app.dispatch import service as dispatch_service
+from app.dispatch import queries, service as dispatch_service
 from tests.conftest import ROOT, WorkerProcess, make_key
 from tests.processes import WebProcess
 
@@ -248,6 +248,22 @@ def test_sign_out(live, browser, key):
     assert "/console/signin" in browser.current_url
 
 
+def test_sign_out_ends_the_session_server_side(client, key):
+    """A copy of the cookie kept from before sign-out (another tab, a stolen cookie) no longer signs in."""
+    def token(path):
+        return re.search(r'name="csrf_token" value="([^"]+)"', client.get(path).get_data(as_text=True))[1]
+
+    signed = client.post("/console/signin", data={"api_key": key, "csrf_token": token("/console/signin")})
+    assert signed.status_code == 302 and signed.headers["Location"].endswith("/console/tasks")
+    kept = client.get_cookie("rd_console", path="/console").value
+    assert client.get("/console/tasks").status_code == 200
+    assert client.post("/console/signout", data={"csrf_token": token("/console/tasks")}).status_code == 302
+    client.set_cookie("rd_console", kept, path="/console")
+    again = client.get("/console/tasks")
+    assert again.status_code == 302 and "/console/signin" in again.headers["Location"]
+    assert client.get("/console/tasks/progress.json").status_code == 401
+
+
 def test_another_keys_task_is_a_404_page(live, browser, key):
     other = make_key("bob")
     foreign = api_submit(live, other, "answer mine")
@@ -298,7 +314,7 @@ def test_a_form_post_without_the_csrf_token_is_refused(live, key):
     forged = http.post(live.base + "/console/tasks/new",
                        data={"prompt": "answer forged", "executionMode": "cloud", "csrf_token": "x" * 43})
     assert forged.status_code == 403
-    assert dispatch_service.task_page(key_row(key).id)["tasks"] == []
+    assert queries.task_page(key_row(key).id)["tasks"] == []
     # Behind an https proxy the cookie is Secure.
     via_proxy = requests.get(live.base + "/console/signin", headers={"X-Forwarded-Proto": "https"})
     assert "Secure" in via_proxy.headers["Set-Cookie"] and "SameSite=Lax" in via_proxy.headers["Set-Cookie"]

@@ -15,8 +15,7 @@ import requests
 import trustme
 
 from app import egress
-from app.egress import EgressRefused, Policy
-from app.netguard import UnsafeUrl
+from app.egress import EgressRefused, Policy, UnsafeUrl
 
 
 class RecordingServer:

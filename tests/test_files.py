@@ -129,6 +129,30 @@ def test_presigned_upload_like_the_sdk(client, api_key):
     assert post_presigned(client, presigned, b"again").status_code == 409
 
 
+def test_the_presigned_url_is_built_on_public_url_never_the_host_header(app, client, api_key, monkeypatch):
+    monkeypatch.setitem(app.config, "PUBLIC_URL", "https://dispatch.example.com")
+    response = client.post(PRESIGN, json={"filename": "a.txt"}, headers={"x-api-key": api_key, "Host": "evil.example"})
+    assert response.get_json()["url"] == "https://dispatch.example.com/fast/v2/files/presigned-upload"
+
+
+def test_public_url_defaults_to_the_bind_address_and_must_be_a_base_url(monkeypatch):
+    from config import settings
+
+    monkeypatch.delenv("PUBLIC_URL", raising=False)
+    monkeypatch.delenv("HOST", raising=False)
+    monkeypatch.setenv("PORT", "8123")
+    assert settings.load()["PUBLIC_URL"] == "http://127.0.0.1:8123"
+    monkeypatch.setenv("HOST", "0.0.0.0")  # listens everywhere: its own loopback address still reaches it
+    assert settings.load()["PUBLIC_URL"] == "http://127.0.0.1:8123"
+    monkeypatch.setenv("PUBLIC_URL", "https://dispatch.example.com/rd/")
+    assert settings.load()["PUBLIC_URL"] == "https://dispatch.example.com/rd"
+    for bad in ("dispatch.example.com", "ftp://dispatch.example.com", "https://u:p@dispatch.example.com",
+                "https://dispatch.example.com/?next=x"):
+        monkeypatch.setenv("PUBLIC_URL", bad)
+        with pytest.raises(ValueError, match="PUBLIC_URL must be"):
+            settings.load()
+
+
 def test_presigned_upload_refuses_tampered_and_expired_policies(app, client, api_key, monkeypatch):
     presigned = presign(client, api_key)
     policy = presigned["fields"]["policy"]

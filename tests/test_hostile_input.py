@@ -44,6 +44,23 @@ def test_deeply_nested_json_is_400(client, api_key, depth):
     assert message == "body: JSON nested deeper than 64 levels."
 
 
+WINDOW_ID = "00000000-0000-4000-8000-000000000000"
+OTHER_JSON_ROUTES = ["/fast/v2/browser-windows", "/fast/v2/browser-windows/poll", "/fast/v2/extension-actions",
+                     f"/fast/v2/browser-windows/commands/{WINDOW_ID}/result",
+                     "/fast/v2/cloud-browser/stop-cloud-browser-session",
+                     "/fast/v2/cloud-browser/generate-cdp-auth-headers",
+                     "/fast/v2/cloud-browser/create-and-initialize-cloud-browser-session"]
+
+
+@pytest.mark.parametrize("path", OTHER_JSON_ROUTES)
+def test_every_route_refuses_deep_nesting_the_way_submit_does(client, api_key, path):
+    message = error_of(post_raw(client, api_key, '{"browserWindowIds": %s}' % nested(1_000), path=path),
+                       400)["message"]
+    assert message == "body: JSON nested deeper than 64 levels."
+    assert error_of(post_raw(client, api_key, '{"label": NaN}', path=path), 400)["message"].startswith(
+        "body: Invalid JSON body: ")
+
+
 def test_nesting_within_the_limit_is_accepted(client, api_key):
     body = '{"prompt": "answer hi", "executionMode": "cloud", "inputVariables": {"v": %s}}' % nested(60)
     assert post_raw(client, api_key, body).status_code == 202
@@ -253,6 +270,23 @@ def test_any_json_body_to_submit_gets_no_5xx(client, fuzz_key, body):
 @FUZZ
 def test_any_body_to_any_json_route_gets_no_5xx(client, fuzz_key, path, segment, body, content_type):
     assert_clean(post_raw(client, fuzz_key, encoded(body), content_type=content_type, path=path.format(segment)))
+
+
+WINDOW_BODIES = BODIES | st.fixed_dictionaries({}, optional={
+    "label": JSON_VALUES, "browserWindowIds": JSON_VALUES | st.lists(ANY_TEXT, max_size=3), "running": JSON_VALUES,
+    "wait": st.just(0) | JSON_VALUES, "status": st.sampled_from(["success", "error"]) | JSON_VALUES,
+    "data": JSON_VALUES, "error": JSON_VALUES, "browserWindowId": ANY_TEXT | JSON_VALUES,
+    "actionExecutionId": ANY_TEXT | JSON_VALUES, "timeout": st.just(1) | JSON_VALUES,
+    "action": JSON_VALUES | st.fixed_dictionaries({"name": st.sampled_from(["go_to_url", "get_url"]) | JSON_VALUES},
+                                                  optional={"url": ANY_TEXT | JSON_VALUES}),
+    "session_id": ANY_TEXT | JSON_VALUES, "cdp_websocket_url": ANY_TEXT | JSON_VALUES})
+
+
+@given(path=st.sampled_from(OTHER_JSON_ROUTES[:-1] + ["/fast/v2/browser-windows/commands/{}/result"]),
+       segment=SEGMENTS, body=WINDOW_BODIES)
+@FUZZ
+def test_any_body_to_the_window_and_session_routes_gets_no_5xx(client, fuzz_key, path, segment, body):
+    assert_clean(post_raw(client, fuzz_key, encoded(body), path=path.format(segment)))
 
 
 @given(route=st.sampled_from(TASK_ROUTES), segment=SEGMENTS)

@@ -1,7 +1,11 @@
-"""The outbound-URL guard refuses private, loopback, link-local and metadata addresses."""
+"""The egress policy refuses private, loopback, link-local and metadata addresses."""
 import pytest
 
-from app.netguard import UnsafeUrl, check_url
+from app.egress import Policy, UnsafeUrl
+
+
+def check_url(url, allow_private=False, schemes=("http", "https")):
+    return list(Policy(allow_private=allow_private).check_url(url, schemes).addresses)
 
 
 @pytest.mark.parametrize("url, reason", [
@@ -14,6 +18,7 @@ from app.netguard import UnsafeUrl, check_url
     ("https://[::ffff:127.0.0.1]/", "embeds an IPv4 address"),
     ("https://100.64.0.1/", "non-public address"),
     ("https://0.0.0.0/", "non-public address"),
+    ("https://metadata.google.internal/", "cloud metadata endpoint"),
     ("ftp://example.com/", "scheme must be"),
     ("https:///nohost", "no host"),
     ("https://no-such-host.invalid/", "cannot resolve"),
@@ -34,3 +39,44 @@ def test_private_addresses_pass_when_allowed():
 def test_https_only_when_asked():
     with pytest.raises(UnsafeUrl, match="scheme must be https"):
         check_url("http://93.184.216.34/", schemes=("https",))
+
+
+def test_no_module_of_the_app_imports_inside_a_function_or_in_a_circle():
+    """The read side of tasks has its own module and the egress guard one module: every import is at the top,
+    and the app's modules import each other without a circle."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "app"
+    graph, nested = {}, []
+    for path in root.rglob("*.py"):
+        name = ".".join(("app",) + path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text())
+        graph[name] = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            targets = [f"{base}.{node.module}" if node.module else base]
+            if not node.module:
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+            if node in tree.body:
+                graph[name].update(targets)
+            elif name not in ("app", "app.cli", "app.console"):  # the app factory and CLI wire things up late
+                nested.append(f"{name}:{node.lineno}")
+    assert nested == []
+    assert not (root / "netguard.py").exists()
+
+    def circle(start, node, path):
+        for target in graph.get(node, ()):
+            target = target if target in graph else target.rpartition(".")[0]
+            if target == start:
+                return path + [target]
+            if target not in path and (found := circle(start, target, path + [target])):
+                return found
+        return None
+
+    circles = [found for module in ("app.dispatch.service", "app.lifecycle", "app.webhooks.outbox",
+                                    "app.windows.service", "app.egress") if (found := circle(module, module, [module]))]
+    assert circles == []

@@ -1,4 +1,5 @@
 """Kept cloud browser sessions: a real Chromium that outlives tasks, driven through the API and the official SDK."""
+import json
 import secrets
 import threading
 from http.cookies import SimpleCookie
@@ -12,6 +13,7 @@ from app.extensions import db
 from app.models import CloudSession
 from app.egress_proxy import proxies_under
 from app.sessions.browsers import egress_dir, profile_processes
+from workers.browser.kept_session import KeptSessionBrowser
 from tests.conftest import make_key, wait_until
 from tests.sdk_support import LiveService, run_sdk
 
@@ -328,11 +330,28 @@ def test_remote_browser_environment_round_trip_in_a_session(service, api_key, si
         shot = await agent.get_screenshot()
         png = base64.b64decode(shot.base64_content)[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
         run = await agent.run("extract h1")  # the agent goes on where the direct actions left the page
+        # The selector actions and keys, as CloudBrowserEnvironment offers them, in the kept session.
+        await agent.go_to_url(url={site.url("/login")!r})
+        appeared = await agent.wait_for_element(selectors={{"id": "p"}}, state="visible", timeout=5000)
+        await agent.agentic_selector(action={{"type": "fill", "value": "grace"}}, selectors={{"id": "u"}},
+                                     fallback_operator_query="the user field")
+        await agent.agentic_selector(action={{"type": "fill", "value": {PASSWORD!r}}},
+                                     selectors={{"name": "password", "type": "password"}},
+                                     fallback_operator_query="the password field")
+        await agent.press_key(events=[{{"type": "keyDown", "code": "Enter", "key": "Enter"}},
+                                      {{"type": "keyUp", "code": "Enter", "key": "Enter"}}])
+        welcomed = await agent.wait_for_element(selectors={{"tag_name": "h1", "text_content": "Welcome grace"}},
+                                                state="visible", timeout=10000)
+        heading_text = (await agent.agentic_selector(action={{"type": "get_text"}}, selectors={{"tag_name": "h1"}},
+                                                     fallback_operator_query="the heading")).value
+        gone = await agent.wait_for_element(selectors={{"id": "u"}}, state="hidden", timeout=2000)
+        missing = await agent.wait_for_element(selectors={{"id": "nowhere"}}, state="visible", timeout=500)
         try:
-            await agent.press_key(events=[{{"code": "Enter"}}])
-            unsupported = None
+            await agent.agentic_selector(action={{"type": "click"}}, selectors={{"id": "nowhere"}},
+                                         fallback_operator_query="a button that is not there")
+            unmatched = None
         except NaradaError as exc:
-            unsupported = str(exc)
+            unmatched = str(exc)
         await env.close()  # stops the session
         try:
             await agent.get_url()
@@ -340,16 +359,51 @@ def test_remote_browser_environment_round_trip_in_a_session(service, api_key, si
         except Exception as exc:
             after_stop = str(exc)
         emit(url=url, heading=heading, doubled=doubled, simplified="direct" in simplified, png=png,
-             run=[run.status, run.text], unsupported=unsupported, after_stop=after_stop, session=created.session_id)
+             run=[run.status, run.text], waits=[appeared, welcomed, gone, missing], heading_text=heading_text,
+             unmatched=unmatched, after_stop=after_stop, session=created.session_id)
     ''')
     value = result.value
     assert value["url"] == site.url("/page/direct") and value["heading"] == "direct" and value["doubled"] == 42
     assert value["simplified"] and value["png"]
     assert value["run"] == ["success", "direct"]
-    assert "not available in a cloud browser session" in value["unsupported"]
+    assert value["waits"] == [True, True, True, False] and value["heading_text"] == "Welcome grace"
+    assert "No element matches the selectors" in value["unmatched"]
     assert "409" in value["after_stop"] and "has ended" in value["after_stop"]
     row = session_row(value["session"])
     assert row.status == "ended" and profile_processes(row.profile_dir) == []
+
+
+def test_direct_actions_run_exactly_once_and_returned_urls_name_the_public_address(service, api_key, site):
+    """Back-to-back /extension-actions each start a server on the worker: only one serves, each command once.
+    The session's URLs come from PUBLIC_URL (here the live service's own address), not from the Host header."""
+    reply = requests.post(service.api_base + "/cloud-browser/create-cloud-browser-session", json={}, timeout=120,
+                          headers={"x-api-key": api_key, "Host": "evil.example"})
+    assert reply.status_code == 200, reply.text
+    created = reply.json()
+    assert created["login_url"].startswith(service.base + "/fast/v2/cloud-browser/login/")
+    assert urlsplit(created["cdp_websocket_url"]).hostname == "127.0.0.1" and "evil" not in reply.text
+
+    def action(name, **args):
+        answer = api(service, api_key, "POST", "/extension-actions", json={
+            "action": {"name": name, **args}, "actionExecutionId": secrets.token_hex(4),
+            "browserWindowId": created["browser_window_id"]})
+        assert answer.status_code == 200 and answer.json()["status"] == "success", answer.text
+        return json.loads(answer.json()["data"]) if answer.json()["data"] else None
+
+    first, second = site.url("/page/first"), site.url("/page/second")
+    action("go_to_url", url=first, new_tab=False)
+    counts = [action("execute_javascript_on_page", code="window.__n = (window.__n || 0) + 1; return window.__n;")
+              for _ in range(6)]
+    assert [count["result"] for count in counts] == [1, 2, 3, 4, 5, 6]
+    row = session_row(created["session_id"])
+    browser = KeptSessionBrowser(webdriver_url=row.webdriver_url, webdriver_session=row.webdriver_session)
+    before = [tab["url"] for tab in browser.tabs()]
+    action("go_to_url", url=second, new_tab=True)
+    assert [tab["url"] for tab in browser.tabs()] == before + [second]  # one new tab, not two
+    assert action("close_tab") == {"closes_window": False}
+    assert [tab["url"] for tab in browser.tabs()] == before  # the new one closed, the original kept
+    assert action("get_url") == {"url": first}
+    assert action("execute_javascript_on_page", code="window.__n") == {"result": 6}
 
 
 def test_downloads_of_sessions_ended_long_ago_are_purged_by_the_files_sweep(app, api_key):

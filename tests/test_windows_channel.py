@@ -105,7 +105,8 @@ def test_a_delivered_command_is_handed_out_again_until_the_extension_says_it_run
     response = client.post(WINDOWS + "/poll", json={"browserWindowIds": [window_id], "wait": 0,
                                                     "running": [command_id]}, headers={"x-api-key": api_key})
     assert response.get_json()["commands"] == []
-    client.post(f"{WINDOWS}/commands/{command_id}/result", json={"status": "success"}, headers={"x-api-key": api_key})
+    client.post(f"{WINDOWS}/commands/{command_id}/result", json={"status": "success", "data": {"url": "http://x/"}},
+                headers={"x-api-key": api_key})
     assert poll(client, api_key, [window_id])["commands"] == []
 
 
@@ -142,18 +143,24 @@ def test_extension_action_404s_and_504(app, client, api_key, other_key):
     assert "action.name must be one of" in json.dumps(response.get_json())
 
 
-def test_closing_a_window_fails_its_waiting_command(app, client, api_key):
+def send_later(app, window_id, name):
+    """The worker's side in a thread: (thread, results), results["result"] once the command is answered."""
     from app.windows.service import send_command
 
-    window_id = register(client, api_key)
     results = {}
 
     def sender():
         with app.app_context():
-            results["result"] = send_command(window_id, "get_url", {}, timeout=30)
+            results["result"] = send_command(window_id, name, {}, timeout=30)
 
     thread = threading.Thread(target=sender)
     thread.start()
+    return thread, results
+
+
+def test_closing_a_window_fails_its_waiting_command(app, client, api_key):
+    window_id = register(client, api_key)
+    thread, results = send_later(app, window_id, "get_url")
     time.sleep(0.5)
     assert client.delete(f"{WINDOWS}/{window_id}", headers={"x-api-key": api_key}).status_code == 204
     thread.join(25)
@@ -201,7 +208,52 @@ def test_arguments_and_results_are_sealed_at_rest(app, client, api_key):
                             expires_at=db.text("now() + interval '1 minute'"))
     db.session.add(command)
     db.session.commit()
-    client.post(f"{WINDOWS}/commands/{command.id}/result", json={"status": "success", "data": {"echo": secret}},
+    client.post(f"{WINDOWS}/commands/{command.id}/result", json={"status": "success", "data": {"url": secret}},
                 headers={"x-api-key": api_key})
     db.session.rollback()
     assert len(at_rest()) == 1 and secret not in at_rest()[0]
+
+
+def test_a_result_of_the_wrong_shape_is_refused_and_the_command_keeps_waiting(app, client, api_key):
+    window_id = register(client, api_key)
+    thread, results = send_later(app, window_id, "tabs")
+    command_id = poll(client, api_key, [window_id], wait=10)["commands"][0]["commandId"]
+    url = f"{WINDOWS}/commands/{command_id}/result"
+    for data, problem in ((None, "must be an array"), ({"index": 0}, "must be an array"),
+                          (["tab"], "item 0 must be an object"), ([{"index": "0"}], "as an integer"),
+                          ([{"index": True}], "as an integer")):
+        response = client.post(url, json={"status": "success", "data": data}, headers={"x-api-key": api_key})
+        assert response.status_code == 400, response.get_json()
+        assert "'tabs' result" in response.get_json()["message"] and problem in response.get_json()["message"]
+    assert thread.is_alive()  # still waiting: the bad replies were not its answer
+    good = [{"index": 0, "url": "http://x/", "title": "x", "active": True}]
+    response = client.post(url, json={"status": "success", "data": good}, headers={"x-api-key": api_key})
+    assert response.get_json() == {"accepted": True}
+    thread.join(25)
+    assert results["result"] == {"status": "success", "data": good, "error": None}
+
+
+def test_a_hostile_command_id_is_404(client, api_key):
+    for segment in ("%00", "not-a-uuid", "..%2F..", "0" * 5000):
+        response = client.post(f"{WINDOWS}/commands/{segment}/result", json={"status": "success"},
+                               headers={"x-api-key": api_key})
+        assert response.status_code == 404, (segment, response.status_code)
+        assert set(response.get_json()) == {"error", "message"}
+
+
+def test_go_to_url_in_a_window_follows_the_outbound_policy(app, client, api_key, monkeypatch):
+    """The same check as a client-mode task's navigation: the window never gets what it refuses."""
+    window_id = register(client, api_key)
+    poll(client, api_key, [window_id])  # online
+    monkeypatch.setitem(app.config, "ALLOW_PRIVATE_URLS", False)
+    for url, reason in (("file:///etc/passwd", "scheme must be http or https"),
+                        ("chrome://settings", "scheme must be http or https"),
+                        ("javascript:alert(1)", "not an absolute URL"),
+                        ("http://10.1.2.3/admin", "non-public address"),
+                        ("http://127.0.0.1:5432/", "non-public address"), (42, "must be a string")):
+        response = client.post("/fast/v2/extension-actions", headers={"x-api-key": api_key}, json={
+            "action": {"name": "go_to_url", "url": url}, "actionExecutionId": "a1", "browserWindowId": window_id})
+        assert response.status_code == 400, (url, response.get_json())
+        assert response.get_json()["message"].startswith("action.url: refused: ") and reason in \
+            response.get_json()["message"], response.get_json()
+    assert poll(client, api_key, [window_id])["commands"] == []

@@ -4,9 +4,11 @@ import base64
 import json
 import logging
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from flask import current_app
+from sqlalchemy import text
 
 from app.extensions import db
 from app.models import CloudSession
@@ -16,6 +18,7 @@ from .browser.base import BrowserError
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 3.0  # how long to wait for (more) commands after the publish or the last command
+LOCK_CLASS = 22_005  # the advisory-lock namespace of "serving a kept session's direct actions"
 
 # Like the extension's runInPage: an expression, or a function body; promises are awaited (W3C Execute Script).
 _RUN_IN_PAGE = """const source = %s;
@@ -26,28 +29,63 @@ return Promise.resolve(value).then((v) => v === undefined ? null : JSON.parse(JS
 
 
 def serve(session_id):
-    """Answer the session window's pending commands until none came for IDLE_SECONDS."""
+    """Answer the session window's pending commands until none came for IDLE_SECONDS; one server per session.
+
+    A server that finds another one holding the session stops at once: that one looks for pending commands
+    after it lets go, and carries on if it finds any (the web publishes only after the command commits)."""
+    session = db.session.get(CloudSession, session_id)
+    if session is None or session.status != "active":
+        return 0
+    window_id = session.browser_window_id
+    db.session.commit()
+    served = 0
+    while True:
+        with _only_server(session_id) as mine:
+            if not mine:
+                return served
+            served += _serve_commands(session_id)
+        if not windows.has_pending(window_id):
+            return served
+
+
+@contextmanager
+def _only_server(session_id):
+    """A Postgres advisory lock on its own autocommit connection: held while serving, never in a transaction;
+    a dead worker's connection closes and lets go. SQLite (embedded) runs one worker."""
+    if db.engine.dialect.name != "postgresql":
+        yield True
+        return
+    key = {"kind": LOCK_CLASS, "session": session_id}
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        held = connection.execute(text("SELECT pg_try_advisory_lock(:kind, hashtext(:session))"), key).scalar()
+        try:
+            yield held
+        finally:
+            if held:
+                connection.execute(text("SELECT pg_advisory_unlock(:kind, hashtext(:session))"), key)
+
+
+def _serve_commands(session_id):
     from .browser.kept_session import KeptSessionBrowser
 
-    session = db.session.get(CloudSession, session_id)
+    session = db.session.get(CloudSession, session_id, populate_existing=True)
     if session is None or session.status != "active":
         return 0
     window_id, api_key_id = session.browser_window_id, session.api_key_id
     browser = KeptSessionBrowser(webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                                  label=session.name or session.id, remote=session.host == "grid",
                                  page_load_timeout=current_app.config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30))
+    db.session.commit()  # no transaction while the browser works
     served, last = 0, time.monotonic()
     try:
         while time.monotonic() - last < IDLE_SECONDS:
-            # The channel's own hand-out (marks them delivered); nothing runs them twice: results are first-wins.
-            commands = windows._deliver([window_id], set())
-            if not commands:
+            command = windows.claim_next(window_id)
+            if command is None:
                 time.sleep(0.1)
                 continue
-            for command in commands:
-                windows.post_result(api_key_id, command["commandId"], run_action(browser, command["name"],
-                                                                                   command["args"] or {}))
-                served += 1
+            windows.post_result(api_key_id, command["commandId"],
+                                run_action(browser, command["name"], command["args"] or {}))
+            served += 1
             last = time.monotonic()
     finally:
         browser.close()  # detaches; the session's browser stays
@@ -65,6 +103,8 @@ def run_action(browser, name, args):
         return {"status": "success", "data": handler(browser, args), "error": None}
     except BrowserError as exc:
         return {"status": "error", "data": None, "error": str(exc)}
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # arguments of the wrong shape
+        return {"status": "error", "data": None, "error": f"Invalid arguments for '{name}': {exc}"}
 
 
 def _screenshot(browser, _):
@@ -86,6 +126,73 @@ def _close_tab(browser, _):
     return {"closes_window": False}
 
 
+def _key(event):
+    """The key of an SDK key event as Selenium names it: {"key": "Enter"} or {"code": "KeyA"} → "a"."""
+    name = str(event.get("key") or event.get("code") or "")
+    for prefix in ("Key", "Digit", "Numpad"):
+        if name.startswith(prefix) and len(name) == len(prefix) + 1:
+            return name[-1].lower()
+    return name
+
+
+def _press_key(browser, args):
+    """Each keyDown or press of the SDK's events, with its modifiers held (a press lets the key go again, so
+    keyUps have nothing left to do)."""
+    for event in args.get("events") or []:
+        if not isinstance(event, dict) or event.get("type") == "keyUp":
+            continue
+        held = event.get("modifiers") if isinstance(event.get("modifiers"), dict) else {}
+        browser.press("+".join([name for name in ("ctrl", "alt", "shift", "meta") if held.get(name)] + [_key(event)]))
+
+
+def _wait_for_element(browser, args):
+    hidden = args.get("state") == "hidden"
+    seconds = min(float(args.get("timeout") or 10_000) / 1000,
+                  current_app.config.get("EXTENSION_ACTION_MAX_SECONDS", 280))
+    deadline = time.monotonic() + seconds
+    while True:
+        match = browser.match(args.get("selectors") or {})
+        if (not match["count"] or not match["visible"]) if hidden else (match["count"] and match["visible"]):
+            return {"found": True}
+        if time.monotonic() >= deadline:
+            return {"found": False}
+        time.sleep(0.2)
+
+
+def _agentic_selector(browser, args):
+    """A deterministic selector and an action on its element, as the extension does it (no model fallback)."""
+    selectors = args.get("selectors") or {}
+    match = browser.match(selectors)
+    if not match["count"]:
+        raise BrowserError(f"No element matches the selectors {json.dumps(selectors)}; this service has no "
+                           f"model fallback for \"{args.get('fallback_operator_query') or ''}\".")
+    action = args.get("action") or {"type": "click"}
+    kind, target = action.get("type"), str(match["index"])
+    if kind == "click":
+        browser.click(target)
+    elif kind == "hover":
+        browser.hover(target)
+    elif kind == "fill":
+        browser.type(target, str(action.get("value") or ""))
+        if action.get("pressEnter"):
+            browser.press("Enter")
+    elif kind == "selectOptionByValue":
+        return {"value": browser.select(target, str(action.get("value")))["selected"]}
+    elif kind == "selectOptionByIndex":
+        texts = browser.extract(f'[data-rd-index="{match["index"]}"] option')
+        index = action.get("value")
+        if not isinstance(index, int) or not 0 <= index < len(texts):
+            raise BrowserError(f"No option at index {index} ({len(texts)} options).")
+        return {"value": browser.select(target, texts[index])["selected"]}
+    elif kind == "getText":
+        return {"value": match["text"]}
+    elif kind == "getProperty":
+        return {"value": browser.element_property(target, str(action.get("propertyName")))}
+    else:
+        raise BrowserError(f"The selector action '{kind}' is not supported in a cloud browser session.")
+    return {"value": None}
+
+
 ACTIONS = {
     "go_to_url": _go_to_url,
     "get_url": lambda browser, _: {"url": browser.current_url()},
@@ -96,4 +203,7 @@ ACTIONS = {
         "result": browser.run_js(_RUN_IN_PAGE % json.dumps(args.get("code", "")))},
     "print_message": lambda browser, args: None,
     "close_tab": _close_tab,
+    "press_key": _press_key,
+    "wait_for_element": _wait_for_element,
+    "agentic_selector": _agentic_selector,
 }

@@ -3,7 +3,8 @@ import json
 from datetime import datetime, timezone
 
 from .. import json_schemas
-from ..dispatch import service as tasks
+from ..dispatch import queries
+from ..scripts.format import as_text
 from ..windows.service import list_windows
 
 STATUS_LABELS = {"pending": "Running", "success": "Succeeded", "error": "Failed",
@@ -29,7 +30,7 @@ def row(task):
     badge, label = _badge(task)
     return {"id": task.id, "status": task.status, "badge": badge, "statusLabel": label,
             "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt[:300],
-            "createdAt": tasks.isoformat(task.created_at), "actions": (task.usage or {}).get("actions", len(task.trace or [])),
+            "createdAt": queries.isoformat(task.created_at), "actions": (task.usage or {}).get("actions", len(task.trace or [])),
             "elapsedSeconds": _elapsed(task), "active": task.status in ACTIVE}
 
 
@@ -54,8 +55,6 @@ def _script(task):
     script = task.script
     if not script and not replay:
         return None
-    from ..scripts.format import as_text  # noqa: PLC0415
-
     return {"version": (script or {}).get("version"), "healed": (script or {}).get("healed") or [],
             "parameters": (script or {}).get("parameters") or [], "steps": len((script or {}).get("steps") or []),
             "text": as_text(script) if script else None,
@@ -103,14 +102,14 @@ def task(task):
         "id": task.id, "status": task.status, "badge": badge, "statusLabel": label,
         "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt,
         "browserWindowId": task.browser_window_id,
-        "createdAt": tasks.isoformat(task.created_at), "startedAt": tasks.isoformat(task.started_at),
-        "completedAt": tasks.isoformat(task.completed_at), "elapsedSeconds": _elapsed(task),
+        "createdAt": queries.isoformat(task.created_at), "startedAt": queries.isoformat(task.started_at),
+        "completedAt": queries.isoformat(task.completed_at), "elapsedSeconds": _elapsed(task),
         "actions": usage.get("actions", 0), "credits": usage.get("credits", 0),
         "output": _output(task),
         "trace": [_step(e) for e in (task.trace or [])],
         "question": question, "inputId": (hitl or {}).get("inputId"),
         "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required",
-        "hasGif": task.status not in ACTIVE and tasks.task_gif(task.api_key_id, task.id) is not None,
+        "hasGif": task.status not in ACTIVE and queries.task_gif(task.api_key_id, task.id) is not None,
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
         "callbackUrl": task.callback_url,
         "script": _script(task),
@@ -118,7 +117,7 @@ def task(task):
 
 
 def gif(api_key_id, task_id):
-    return tasks.task_gif(api_key_id, task_id)  # 404 for another key's task
+    return queries.task_gif(api_key_id, task_id)  # 404 for another key's task
 
 
 def windows(api_key_id):
@@ -129,5 +128,5 @@ def windows(api_key_id):
 
 
 def window_with_tasks(api_key_id, window):
-    recent = tasks.task_page(api_key_id, window=window["id"], limit=5)["tasks"]
+    recent = queries.task_page(api_key_id, window=window["id"], limit=5)["tasks"]
     return {**window, "recentTasks": [row(t) for t in recent]}

@@ -1,6 +1,7 @@
 """Console sign-in state: a signed cookie (HttpOnly, SameSite=Lax, Secure over https) holding the
-API key's row id, when it was signed in, and a CSRF token. The raw key never leaves the sign-in
-request; every request re-reads the key row, so a revoked key signs its sessions out."""
+API key's row id, when it was signed in, its console session's id and a CSRF token. The raw key never
+leaves the sign-in request; every request re-reads the key row and the session row, so a revoked key
+signs its sessions out, and sign-out ends the session server-side (a copy of the cookie is refused)."""
 import hmac
 import secrets
 from datetime import datetime, timedelta, timezone
@@ -8,11 +9,11 @@ from functools import wraps
 
 from flask import abort, current_app, g, redirect, request, session, url_for
 from flask.sessions import SecureCookieSessionInterface
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from ..crypto import hash_key
 from ..extensions import db
-from ..models import ApiKey
+from ..models import ApiKey, ConsoleSession, now_plus
 
 
 class ConsoleSessionInterface(SecureCookieSessionInterface):
@@ -44,13 +45,22 @@ def sign_in(raw_key):
         ApiKey.key_hash == hash_key(raw_key.strip()), ApiKey.revoked_at.is_(None))).scalar_one_or_none()
     if key is None:
         return None
+    hours = current_app.config["CONSOLE_SESSION_HOURS"]
+    db.session.execute(delete(ConsoleSession).where(ConsoleSession.created_at < now_plus(-hours * 3600)))
+    row = ConsoleSession(id=secrets.token_urlsafe(32), api_key_id=key.id)
+    db.session.add(row)
+    db.session.commit()
     session.clear()  # a fresh session: nothing carried over from before sign-in
-    session.update(key_id=key.id, key_check=key.key_hash[:16],
+    session.update(key_id=key.id, key_check=key.key_hash[:16], sid=row.id,
                    signed_in=datetime.now(timezone.utc).timestamp(), csrf=secrets.token_urlsafe(32))
     return key
 
 
 def sign_out():
+    """Ends the session here, not only in this browser: the row goes, whoever still holds the cookie."""
+    if isinstance(session.get("sid"), str):
+        db.session.execute(delete(ConsoleSession).where(ConsoleSession.id == session["sid"]))
+        db.session.commit()
     session.clear()
 
 
@@ -65,7 +75,9 @@ def current_key():
         session.clear()
         return None
     key = db.session.get(ApiKey, key_id)
-    if key is None or key.revoked_at is not None or key.key_hash[:16] != session.get("key_check"):
+    sid = session.get("sid")
+    live = isinstance(sid, str) and db.session.get(ConsoleSession, sid) is not None
+    if not live or key is None or key.revoked_at is not None or key.key_hash[:16] != session.get("key_check"):
         session.clear()
         return None
     return key

@@ -8,7 +8,7 @@ from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from ..dispatch import schemas as dispatch_schemas
-from ..dispatch import service as tasks
+from ..dispatch import queries, service as tasks
 from ..errors import ApiError
 from ..ratelimits import limiter, polls_limit, requests_limit
 from ..webhooks import service as webhooks
@@ -98,7 +98,7 @@ def task_list():
     query, problems = forms.list_filters(request.args)
     for problem in problems:
         flash(problem, "error")
-    page = tasks.task_page(g.api_key.id, limit=PAGE_SIZE, **query)
+    page = queries.task_page(g.api_key.id, limit=PAGE_SIZE, **query)
     next_cursor = dispatch_schemas.Cursor()._serialize(page["nextCursor"], None, None)
     more = {k: v for k, v in request.args.items() if k in ("status", "mode", "q") and v}
     return render_template("console/tasks.html", key=g.api_key, rows=[present.row(t) for t in page["tasks"]],
@@ -115,7 +115,7 @@ def task_list_progress():
     rows = []
     for task_id in request.args.getlist("id")[:100]:
         try:
-            rows.append(present.row(tasks.get_task(g.api_key.id, task_id)))
+            rows.append(present.row(queries.get_task(g.api_key.id, task_id)))
         except ApiError:
             continue
     return jsonify({"tasks": rows})
@@ -127,7 +127,7 @@ def task_list_progress():
 def new_task():
     windows = present.windows(g.api_key.id)
     if request.method == "GET":
-        values = forms.prefill(tasks.get_task(g.api_key.id, request.args["from"])) if request.args.get("from") else {}
+        values = forms.prefill(queries.get_task(g.api_key.id, request.args["from"])) if request.args.get("from") else {}
         return render_template("console/new.html", key=g.api_key, values=values, errors={}, windows=windows,
                                modes=dispatch_schemas.EXECUTION_MODES)
     data, errors = forms.submit_body(request.form)
@@ -155,7 +155,7 @@ def new_task():
 @blp.route("/tasks/<task_id>")
 @signed_in
 def task_page(task_id):
-    task = tasks.get_task(g.api_key.id, task_id)
+    task = queries.get_task(g.api_key.id, task_id)
     return render_template("console/task.html", key=g.api_key, task=present.task(task),
                            deliveries=webhooks.delivery_log(g.api_key.id, task_id)["deliveries"])
 
@@ -164,7 +164,7 @@ def task_page(task_id):
 @signed_in
 @polls_limit
 def task_state(task_id):
-    state = present.task(tasks.get_task(g.api_key.id, task_id))
+    state = present.task(queries.get_task(g.api_key.id, task_id))
     state["deliveries"] = webhooks.delivery_log(g.api_key.id, task_id)["deliveries"]
     return jsonify(state)
 

@@ -6,7 +6,7 @@ from ..auth import require_api_key
 from ..errors import ApiError
 from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
-from . import service
+from . import queries, service
 from .schemas import (
     AcceptedSchema, InputAnswerSchema, ListQuerySchema, SubmitHeadersSchema, SubmitSchema,
     TaskListSchema, TaskResultSchema, WaitTimeoutSchema,
@@ -81,7 +81,7 @@ class TaskList(MethodView):
 
         Newest first; follow `nextCursor` for older ones.
         """
-        return service.list_tasks(g.api_key.id, **query)
+        return queries.list_tasks(g.api_key.id, **query)
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>")
@@ -93,7 +93,7 @@ class Result(MethodView):
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def get(self, request_id):
         """Get a task's status and result"""
-        return service.result(service.get_task(g.api_key.id, request_id))
+        return queries.result(queries.get_task(g.api_key.id, request_id))
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>/gif")
@@ -106,7 +106,7 @@ class Gif(MethodView):
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def get(self, request_id):
         """Get the GIF recording of a task (generateGif)"""
-        data = service.task_gif(g.api_key.id, request_id)
+        data = queries.task_gif(g.api_key.id, request_id)
         if data is None:
             raise ApiError(404, "GIF Not Found", f"The request '{request_id}' has no GIF recording "
                            "(submit with generateGif: true in a browser mode; it is stored when the task ends).")

@@ -10,8 +10,7 @@ from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, va
 
 from .. import json_schemas
 from ..api import ErrorSchema
-from ..egress import Policy, host_pattern, normalise
-from ..netguard import UnsafeUrl
+from ..egress import Policy, UnsafeUrl, host_pattern, normalise
 from ..scripts.format import RECORDED, TARGETED
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")

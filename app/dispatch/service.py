@@ -1,17 +1,13 @@
-"""Task submission, results, waiting, cancelling and listing: these functions own the
-transaction and enqueue after commit."""
+"""Task submission, waiting, cancelling and answers (the write side; reads are in .queries): these
+functions own the transaction and enqueue after commit."""
 import hashlib
 import json
 import logging
-import re
 import time
 from datetime import datetime, timezone
 
 from flask import current_app
-from sqlalchemy import (
-    String, Text, and_, bindparam, cast, delete, func, insert, or_, select, type_coerce, update,
-)
-from sqlalchemy.orm import load_only
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from .. import agents, lifecycle
@@ -21,6 +17,8 @@ from ..extensions import TASKS_QUEUE, db
 from ..files.service import referenced_keys, require_files
 from ..scripts import service as scripts
 from ..sessions import service as sessions
+from ..windows import service as windows
+from .queries import _owns_task, get_task, isoformat, result
 from .schemas import mcp_namespace
 from ..models import IdempotencyKey, Task, TaskGif, new_id, now, now_plus
 
@@ -207,66 +205,7 @@ def answer_input(api_key_id, task_id, data):
 
 
 def _require_window(api_key_id, window_id):
-    from ..windows.service import online_window
-
-    online_window(api_key_id, window_id)
-
-
-def _owns_task(api_key_id, task_id):
-    return db.session.execute(
-        select(Task.id).where(Task.id == task_id, Task.api_key_id == api_key_id)
-    ).first() is not None
-
-
-# Every id this service makes (a UUID) matches; anything else (NUL, other text Postgres refuses)
-# is unknown without asking the database.
-TASK_ID = re.compile(r"[A-Za-z0-9_.-]{1,36}")
-
-
-def is_task_id(value):
-    return isinstance(value, str) and TASK_ID.fullmatch(value) is not None
-
-
-def get_task(api_key_id, task_id, fresh=False):
-    """The caller's task, or 404 (unknown and foreign ids look the same)."""
-    task = db.session.get(Task, task_id, populate_existing=fresh) if is_task_id(task_id) else None
-    if task is None or task.api_key_id != api_key_id:
-        raise ApiError(404, "Request Not Found", f"No request '{task_id}' for this API key.")
-    return task
-
-
-def isoformat(ts):
-    return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z") if ts else None
-
-
-def result(task):
-    """The poll-shaped view of a task."""
-    body = {
-        "requestId": task.id,
-        "status": task.status,
-        "browserWindowId": task.browser_window_id,
-        "executionMode": task.execution_mode,
-        "response": task.response if task.status != "pending" else None,
-        "createdAt": isoformat(task.created_at),
-        "completedAt": isoformat(task.completed_at),
-        "usage": task.usage,
-        "hitlInputMetadata": task.hitl if task.status == "input-required" else None,
-    }
-    if task.status == "pending":
-        body["progress"] = {"actionTrace": task.trace or []}
-    replay = (task.options or {}).get("replay")
-    if replay:
-        script = task.script or {}
-        body["replay"] = {k: replay[k] for k in ("replayOf", "scriptId") if replay.get(k)}
-        body["replay"].update(version=replay["script"].get("version", 1), healed=script.get("healed", []),
-                              newVersion=script.get("version") if script.get("healed") else None)
-    if (task.options or {}).get("generateGif"):
-        body["gifUrl"] = f"/fast/v2/remote-dispatch/responses/{task.id}/gif" if _has_gif(task.id) else None
-    return body
-
-
-def _has_gif(task_id):
-    return db.session.execute(select(TaskGif.task_id).where(TaskGif.task_id == task_id)).first() is not None
+    windows.online_window(api_key_id, window_id)
 
 
 def store_gif(task_id, data, frames=None):
@@ -275,11 +214,6 @@ def store_gif(task_id, data, frames=None):
         conn.execute(delete(TaskGif).where(TaskGif.task_id == task_id))
         conn.execute(insert(TaskGif).values(task_id=task_id, data=data, frames=frames or 0))
 
-
-def task_gif(api_key_id, task_id):
-    """The GIF recording of the caller's task (bytes), or None when it has none; 404 for another key's task."""
-    get_task(api_key_id, task_id)
-    return db.session.execute(select(TaskGif.data).where(TaskGif.task_id == task_id)).scalar_one_or_none()
 
 
 # `wait: true` returns once the task has an outcome or needs input from the caller.
@@ -349,80 +283,6 @@ def _final_trace_entry(action, usage):
             "startTs": stamp, "endTs": stamp, "durationMs": 0}
 
 
-def list_tasks(api_key_id, status=None, limit=20, cursor=None):
-    """The key's tasks, newest first, `limit` at a time; `cursor` continues after a page.
-
-    A page also ends before LIST_PAGE_MAX_BYTES of stored results (it holds at least one task),
-    so one request never loads more than that, however large the tasks.
-    """
-    page = task_page(api_key_id, status=status, limit=limit, cursor=cursor,
-                     max_bytes=current_app.config["LIST_PAGE_MAX_BYTES"], columns=_RESULT_COLUMNS)
-    return {"responses": [result(task) for task in page["tasks"]], "nextCursor": page["nextCursor"]}
-
-
-# What result() reads: a list page loads these columns only (not the prompt, options or conversation).
-_RESULT_COLUMNS = (Task.id, Task.status, Task.browser_window_id, Task.execution_mode, Task.response,
-                   Task.created_at, Task.completed_at, Task.usage, Task.hitl, Task.trace)
-
-
-def _stored_size(column):
-    return func.coalesce(func.length(cast(column, Text)), 0)
-
-
-# The text of what a result carries, measured by the database before any row is loaded.
-_RESULT_SIZE = (_stored_size(Task.response) + _stored_size(Task.trace) + _stored_size(Task.hitl)
-                + _stored_size(Task.usage)).label("size")
-
-
-def task_page(api_key_id, status=None, mode=None, search=None, window=None, limit=20, cursor=None,
-              max_bytes=None, columns=None):
-    """One page of the key's Task rows, newest first: {"tasks", "nextCursor"}.
-
-    `mode` filters by executionMode, `search` by prompt text (case-insensitive substring),
-    `window` by browserWindowId. `max_bytes` ends the page early (after at least one task) once
-    the stored results would exceed it; `columns` loads only those columns of each row.
-    """
-    query = select(Task.id, Task.created_at, _RESULT_SIZE).where(Task.api_key_id == api_key_id)
-    if window:
-        query = query.where(Task.browser_window_id == window)
-    if status:
-        query = query.where(Task.status == status)
-    if mode:
-        query = query.where(Task.execution_mode == mode)
-    if search:
-        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        query = query.where(Task.prompt.ilike(pattern, escape="\\"))
-    if cursor:
-        created_at, last_id = cursor
-        created_at = _as_stored(created_at)
-        query = query.where(or_(Task.created_at < created_at,
-                                and_(Task.created_at == created_at, Task.id < last_id)))
-    rows = db.session.execute(
-        query.order_by(Task.created_at.desc(), Task.id.desc()).limit(limit + 1)).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if max_bytes is not None:
-        used = 0
-        for index, row in enumerate(rows):
-            used += row.size
-            if index and used > max_bytes:
-                rows, more = rows[:index], True
-                break
-    tasks = _load_tasks([row.id for row in rows], columns)
-    return {"tasks": tasks, "nextCursor": (rows[-1].created_at, rows[-1].id) if more else None}
-
-
-def _load_tasks(ids, columns=None):
-    """The Task rows of `ids`, in that order."""
-    if not ids:
-        return []
-    query = select(Task).where(Task.id.in_(ids))
-    if columns:
-        query = query.options(load_only(*columns))
-    by_id = {task.id: task for task in db.session.execute(query).scalars()}
-    return [by_id[task_id] for task_id in ids if task_id in by_id]
-
-
 def resubmit(api_key_id, task_id):
     """Run a task again: a new task with the same body (prompt, mode, window, options, callback).
 
@@ -454,12 +314,3 @@ def replay(api_key_id, task_id):
             "cloudBrowserSessionId": task.cloud_session_id, "replayOf": task.id,
             **{k: v for k, v in (task.options or {}).items() if k in ("inputVariables", "timeZone", "generateGif")}}
     return submit(api_key_id, data)[0]
-
-
-def _as_stored(ts):
-    """SQLite keeps `CURRENT_TIMESTAMP` as 'YYYY-MM-DD HH:MM:SS' text, which a bound datetime
-    (with '.000000') would not equal; compare with text of the same form there."""
-    if db.session.get_bind().dialect.name != "sqlite":
-        return ts
-    text = ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    return type_coerce(text + (f".{ts.microsecond:06d}" if ts.microsecond else ""), String)

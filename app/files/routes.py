@@ -1,10 +1,11 @@
 """Routes of /fast/v2/files and the SDK's presigned upload."""
-from flask import g, request, url_for
+from flask import g, request
 from flask.views import MethodView
 from werkzeug.datastructures import CombinedMultiDict
 
 from ..auth import require_api_key
 from ..dispatch.routes import NOT_JSON, TOO_LARGE
+from ..links import public_url
 from ..parsing import Blueprint, StrictParser
 from ..ratelimits import requests_limit
 from . import service
@@ -74,7 +75,7 @@ class Presign(MethodView):
         For the official SDK: POST `fields` plus the file (multipart field `file`) to `url`, with
         no API key. The signed policy expires after PRESIGNED_POST_TTL_SECONDS.
         """
-        return service.presign(g.api_key.id, data["filename"], url_for("files.PresignedUpload", _external=True))
+        return service.presign(g.api_key.id, data["filename"], public_url("files.PresignedUpload"))
 
 
 @blp.route("/files/presigned-upload")

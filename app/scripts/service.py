@@ -1,6 +1,7 @@
 """Replay scripts: a task's script, what a replay submits, and saved scripts with their versions (per API key)."""
 from sqlalchemy import delete, func, select
 
+from ..dispatch.queries import get_task
 from ..errors import ApiError
 from ..extensions import db
 from ..models import Script, ScriptVersion, new_id
@@ -12,8 +13,6 @@ def _iso(ts):
 
 
 def _own_task(api_key_id, request_id):
-    from ..dispatch.service import get_task  # noqa: PLC0415 (dispatch's service imports this module)
-
     return get_task(api_key_id, request_id)
 
 

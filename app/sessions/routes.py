@@ -1,10 +1,11 @@
 """Routes of /fast/v2/cloud-browser (kept browser sessions) and /fast/v2/sdk/config."""
-from flask import Response, g, render_template_string, request, send_file, url_for
+from flask import Response, g, render_template_string, request, send_file
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from ..auth import require_api_key
 from ..errors import ApiError
+from ..links import public_url
+from ..parsing import Blueprint
 from ..ratelimits import plan_allows, requests_limit
 from . import service
 from .schemas import (
@@ -66,10 +67,9 @@ class CreateCdpSession(MethodView):
         plan has no CDP access (`free` by default) get 403.
         """
         _require_cdp_plan()
-        row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"),
-                                             request.host.rpartition(":")[0] or request.host)
+        row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"))
         return {"cdp_websocket_url": row.cdp_url, "session_id": row.id, "browser_window_id": row.browser_window_id,
-                "login_url": url_for("cloud-browser.SessionLogin", token=service.login_token(row), _external=True),
+                "login_url": public_url("cloud-browser.SessionLogin", token=service.login_token(row)),
                 "cdp_auth_headers": {"Authorization": f"Bearer {token}"}}
 
 
@@ -156,7 +156,7 @@ class DownloadUrl(MethodView):
         The link needs no API key and expires after an hour.
         """
         token, ttl = service.download_token(g.api_key.id, query["session_id"], query["key"])
-        return {"presigned_url": url_for("cloud-browser.DownloadedFile", token=token, _external=True),
+        return {"presigned_url": public_url("cloud-browser.DownloadedFile", token=token),
                 "expires_in": ttl}
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import exists, func, or_, select, update
 from ..crypto import seal, unseal
 from ..errors import ApiError
 from ..extensions import WEBHOOKS_QUEUE, db
+from ..links import public_host
 from ..models import BrowserWindow, CloudSession, Task, new_id, now, now_plus
 from . import browsers
 
@@ -98,7 +99,8 @@ def serving_window(api_key_id, window_id):
 
 def serve_actions(session_id):
     """Have a worker answer the session window's direct actions (POST /extension-actions) in its browser.
-    The worker waits a moment for commands, so publishing before the command row commits is fine."""
+    Published after the command row commits: a worker already serving the session looks for it before it
+    stops, and this one serves it if that worker has stopped."""
     current_app.extensions["celery"].send_task("workers.serve_session_actions", args=[session_id],
                                                queue=WEBHOOKS_QUEUE)
 
@@ -259,7 +261,7 @@ def downloaded_file(token):
 
 # CDP access (CloudBrowserEnvironment): a credential for one session, checked by the session's proxy.
 
-def create_with_cdp(api_key_id, name, timeout, public_host):
+def create_with_cdp(api_key_id, name, timeout):
     """A session plus DevTools access through its own authenticating proxy: (row, token)."""
     row = create(api_key_id, name, timeout)
     token = secrets.token_urlsafe(32)
@@ -271,7 +273,7 @@ def create_with_cdp(api_key_id, name, timeout, public_host):
     except browsers.LaunchFailed as exc:
         end(row.id, "failed")
         raise ApiError(503, "Browser Unavailable", f"CDP access could not be set up: {exc}") from None
-    host = current_app.config["CDP_PUBLIC_HOST"] or public_host
+    host = current_app.config["CDP_PUBLIC_HOST"] or public_host()
     url = f"ws://{host}:{port}{path}"
     updated = db.session.execute(
         update(CloudSession).where(CloudSession.id == row.id, CloudSession.status == ACTIVE)

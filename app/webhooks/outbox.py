@@ -6,6 +6,8 @@ import secrets
 from flask import current_app
 from sqlalchemy import update
 
+from ..crypto import seal_text, unseal, unseal_text
+from ..dispatch.queries import isoformat
 from ..extensions import WEBHOOKS_QUEUE, db
 from ..models import WebhookDelivery, now
 
@@ -16,8 +18,6 @@ EVENT_STATUSES = ("success", "error", "input-required")
 
 def payload(task, status, callback):
     """The body of the spec's Events table, serialised once so every retry sends the same bytes."""
-    from ..dispatch.service import isoformat
-
     response = task.response or {}
     body = {"text": response.get("text", "")}
     if task.options.get("responseFormat"):
@@ -39,8 +39,6 @@ def add_delivery(task, status):
     """Add the outbox row for this event to the current transaction; returns its id or None."""
     if not task.callback_url or status not in EVENT_STATUSES:
         return None
-    from ..crypto import seal_text, unseal
-
     db.session.flush()
     db.session.refresh(task)
     # Sealed at rest: the body carries the callbackSecret (and the task's output).
@@ -54,8 +52,6 @@ def add_delivery(task, status):
 
 def body(row):
     """The exact bytes to send for a delivery row (rows written before sealing hold the JSON itself)."""
-    from ..crypto import unseal_text
-
     return (row.payload if row.payload.startswith("{") else unseal_text(row.payload)).encode()
 
 

@@ -1,9 +1,9 @@
 """Routes of /fast/v2/browser-windows (the extension's channel) and /fast/v2/extension-actions (the SDK's)."""
 from flask import g, request
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from ..auth import require_api_key
+from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
 from . import service
 from .schemas import (
@@ -86,16 +86,21 @@ class Poll(MethodView):
         return service.poll(g.api_key.id, data["browserWindowIds"], data["wait"], data["running"])
 
 
-@blp.route("/browser-windows/commands/<string:command_id>/result")
+@blp.route("/browser-windows/commands/<uuid:command_id>/result")
 class CommandResult(MethodView):
     @polls_limit
     @blp.arguments(CommandResultSchema)
     @blp.response(200, AcceptedResultSchema)
+    @blp.alt_response(400, schema="Error", description="The result's data is not what the command returns")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Unknown command, or another key's")
     def post(self, data, command_id):
-        """Post a command's result"""
-        return service.post_result(g.api_key.id, command_id, data)
+        """Post a command's result
+
+        A result whose `data` does not have the command's shape is refused (400): the command keeps
+        waiting for a good one.
+        """
+        return service.post_result(g.api_key.id, str(command_id), data)
 
 
 @blp.route("/extension-actions")

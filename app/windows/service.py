@@ -8,19 +8,35 @@ import json
 import time
 
 from flask import current_app
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import delete, or_, select, text, update
 
 from ..crypto import seal, unseal
+from ..dispatch.queries import result, task_page
+from ..egress import UnsafeUrl, check_navigation
 from ..errors import ApiError
 from ..extensions import db
 from ..models import BrowserWindow, WindowCommand, now, now_plus
 from ..models import clock as db_clock
+from ..sessions import service as sessions
 
 # Commands the extension understands: the driver's (browser interface) and the SDK's extension actions.
 SDK_ACTIONS = ("go_to_url", "get_url", "get_screenshot", "get_full_html", "get_simplified_html",
                "execute_javascript_on_page", "press_key", "close_tab", "close_window", "print_message",
                "wait_for_element", "agentic_selector", "user_approval", "prompt_for_user_input")
 MAX_POLL_SECONDS = 25  # below the ~30 s after which Chromium stops a service worker awaiting a fetch
+ANY = object()
+# What a successful result's `data` holds, per command: the keys its readers (the extension driver, the SDK)
+# take out of it, with their types. Commands not listed return an object or null.
+RESULT_SHAPES = {
+    "current_url": {"url": str}, "title": {"title": str}, "html": {"html": str}, "screenshot": {"base64": str},
+    "read": {"url": str, "title": str, "text": str}, "extract": {"texts": list}, "wait_for": {"found": bool},
+    "run_js": {"result": ANY}, "tabs": [{"index": int}],
+    "get_url": {"url": str}, "get_full_html": {"html": str}, "get_simplified_html": {"html": str},
+    "get_screenshot": {"base64_content": str}, "execute_javascript_on_page": {"result": ANY},
+    "wait_for_element": {"found": bool}, "agentic_selector": {"value": ANY}, "user_approval": {"approved": bool},
+    "prompt_for_user_input": {"values_by_name": dict},
+}
+_TYPE_NAMES = {str: "a string", bool: "true or false", int: "an integer", list: "an array", dict: "an object"}
 
 
 class CommandTimeout(Exception):
@@ -140,6 +156,30 @@ def _deliver(window_ids, running):
              "args": _opened(r.args), "expiresAt": r.expires_at.isoformat()} for r in rows]
 
 
+def claim_next(window_id):
+    """The window's oldest pending command, handed to the caller alone (a worker serving a kept session):
+    `FOR UPDATE SKIP LOCKED` then pending → delivered, so a command another server took is never run again."""
+    oldest = (select(WindowCommand.id)
+              .where(WindowCommand.window_id == window_id, WindowCommand.state == "pending",
+                     WindowCommand.expires_at > now())
+              .order_by(WindowCommand.created_at).limit(1).with_for_update(skip_locked=True).scalar_subquery())
+    row = db.session.execute(
+        update(WindowCommand).where(WindowCommand.id == oldest, WindowCommand.state == "pending")
+        .values(state="delivered", delivered_at=now())
+        .returning(WindowCommand.id, WindowCommand.name, WindowCommand.args)).first()
+    db.session.execute(update(BrowserWindow).where(BrowserWindow.id == window_id).values(last_seen_at=now()))
+    db.session.commit()
+    return None if row is None else {"commandId": row.id, "name": row.name, "args": _opened(row.args)}
+
+
+def has_pending(window_id):
+    found = db.session.execute(select(WindowCommand.id).where(
+        WindowCommand.window_id == window_id, WindowCommand.state == "pending",
+        WindowCommand.expires_at > now()).limit(1)).first() is not None
+    db.session.commit()
+    return found
+
+
 def _opened(value):
     """Arguments and results are sealed at rest: a `type` command holds a secret's value, a result can hold
     a page that shows one."""
@@ -151,6 +191,10 @@ def post_result(api_key_id, command_id, result):
     command = db.session.get(WindowCommand, command_id)
     if command is None or db.session.get(BrowserWindow, command.window_id).api_key_id != api_key_id:
         raise ApiError(404, "Not Found", f"No command '{command_id}' for this API key.")
+    if result["status"] == "success":  # refused before it is stored: the command waits for a good answer
+        problem = _shape_problem(RESULT_SHAPES.get(command.name), result["data"])
+        if problem:
+            raise ApiError(400, "Invalid Request", f"data: a '{command.name}' result {problem}.")
     done = db.session.execute(
         update(WindowCommand).where(WindowCommand.id == command_id,
                                     WindowCommand.state.in_(("pending", "delivered")))
@@ -163,6 +207,26 @@ def post_result(api_key_id, command_id, result):
     return {"accepted": bool(done)}
 
 
+def _shape_problem(shape, data):
+    """What is wrong with `data` for `shape` (None if nothing): no walk deeper than the shape."""
+    if shape is None:
+        return None if data is None or isinstance(data, dict) else "must be an object or null"
+    if isinstance(shape, list):
+        if not isinstance(data, list):
+            return "must be an array"
+        return next((f"item {i} {problem}" for i, item in enumerate(data)
+                     if (problem := _shape_problem(shape[0], item))), None)
+    if not isinstance(data, dict):
+        return "must be an object"
+    for key, kind in shape.items():
+        if key not in data:
+            return f"must have '{key}'"
+        value = data[key]
+        if kind is not ANY and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            return f"must have '{key}' as {_TYPE_NAMES[kind]}"
+    return None
+
+
 class CommandStopped(Exception):
     """`should_stop` turned true (the task was cancelled) while the command waited."""
 
@@ -170,12 +234,14 @@ class CommandStopped(Exception):
 STOP_CHECK_SECONDS = 0.5  # how soon a cancel is noticed while a long command (a wait) runs
 
 
-def send_command(window_id, name, args, timeout, task_id=None, action_execution_id=None, should_stop=None):
+def send_command(window_id, name, args, timeout, task_id=None, action_execution_id=None, should_stop=None,
+                 on_queued=None):
     """Queue a command for a window and block until its result (`{"status", "data", "error"}`).
 
     Raises CommandTimeout when no result came within `timeout` seconds, CommandStopped when `should_stop()`
     turned true; the command is then withdrawn so a late extension never runs it. The result wakes this
-    thread through NOTIFY; `should_stop` is read between slices of the wait."""
+    thread through NOTIFY; `should_stop` is read between slices of the wait. `on_queued()` runs once the
+    command is committed (who serves it then finds it)."""
     # created_at given, not left to the column default: SQLite databases made before 0013 was fixed have
     # DEFAULT now(), a function SQLite does not have.
     command = WindowCommand(window_id=window_id, name=name, args=seal(args or {}), task_id=task_id,
@@ -189,6 +255,8 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
     deadline = time.monotonic() + timeout
     with waiters.watch(f"command:{command_id}") as woken:
         db.session.commit()
+        if on_queued is not None:
+            on_queued()
         while True:
             woken.clear()
             row = db.session.execute(select(WindowCommand.state, WindowCommand.result)
@@ -223,21 +291,25 @@ def _notify(key):
 def run_extension_action(api_key_id, body):
     """POST /extension-actions: run one SDK action in the key's window; (`{status, data, error}`) or 504."""
     window_id = body["browserWindowId"]
-    from ..sessions import service as sessions
+    action = dict(body["action"])
+    name = action.pop("name")
+    if name == "go_to_url":  # the window opens it: the same check as a client-mode task's navigation
+        try:
+            check_navigation(current_app.config, action.get("url"))
+        except UnsafeUrl as exc:
+            raise ApiError(400, "Invalid Request", f"action.url: refused: {exc}.") from None
 
     # A kept cloud session's window has no extension: a worker runs the action in the session's browser.
     session = sessions.serving_window(api_key_id, window_id)
     if session is None:
         online_window(api_key_id, window_id)
-    else:
-        sessions.serve_actions(session.id)
+    session_id = None if session is None else session.id
     config = current_app.config
     ceiling = config["EXTENSION_ACTION_MAX_SECONDS"]
     timeout = min(body.get("timeout") or config["WINDOW_COMMAND_TIMEOUT_SECONDS"], ceiling)
-    action = dict(body["action"])
-    name = action.pop("name")
     try:
-        result = send_command(window_id, name, action, timeout, action_execution_id=body["actionExecutionId"])
+        result = send_command(window_id, name, action, timeout, action_execution_id=body["actionExecutionId"],
+                              on_queued=session_id and (lambda: sessions.serve_actions(session_id)))
     except CommandTimeout as exc:
         raise ApiError(504, "Gateway Timeout", f"{exc} The action was withdrawn.") from None
     data = result.get("data")
@@ -248,8 +320,6 @@ def run_extension_action(api_key_id, body):
 
 def window_tasks(api_key_id, window_id, limit=10):
     """The window's recent tasks (side panel): poll-shaped, with their prompts."""
-    from ..dispatch.service import result, task_page
-
     owned_window(api_key_id, window_id)
     page = task_page(api_key_id, window=window_id, limit=limit)
     return {"tasks": [{**result(task), "prompt": task.prompt} for task in page["tasks"]]}
@@ -257,8 +327,6 @@ def window_tasks(api_key_id, window_id, limit=10):
 
 def purge_old_commands(keep_seconds=86400):
     """Delete commands finished or expired more than `keep_seconds` ago (beat, hourly); returns how many."""
-    from sqlalchemy import or_
-
     deleted = db.session.execute(delete(WindowCommand).where(or_(
         WindowCommand.completed_at < now_plus(-keep_seconds),
         WindowCommand.expires_at < now_plus(-keep_seconds)))).rowcount

@@ -420,6 +420,13 @@ class SeleniumBrowser(Browser):
     def resolve(self, locator):
         return self._result(self._call("resolve", locator))
 
+    def match(self, selectors):
+        """The SDK's selector kinds (page.js `match`): {"count", "visible", "index", "text", ...}."""
+        return self._result(self._call("match", selectors))
+
+    def element_property(self, target, name):
+        return self._result(self._call("property", str(target), name))["value"]
+
     def run_js(self, code):
         try:
             return self.driver.execute_script(code)
