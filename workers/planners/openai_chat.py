@@ -81,11 +81,14 @@ class ChatPlanner:
         self.max_tokens = int(config.get("LLM_MAX_TOKENS") or 512)
         self.context_tokens = int(config.get("LLM_CONTEXT_TOKENS") or 8192)
         self.vision = vision_enabled(config)
-        # LLM_CONSTRAINED: "required" makes servers that constrain decoding (llama.cpp's grammar, vLLM's guided
-        # decoding, OpenAI) emit a valid call of an offered tool every turn; `answer` is one of them. With
-        # "auto" a server that refuses "required" is asked again, and from then on, with "auto".
+        # LLM_CONSTRAINED: tool_choice "required" makes servers that constrain decoding (llama.cpp's grammar,
+        # vLLM's guided decoding, OpenAI) emit a valid call of an offered tool every turn (`answer` is one).
+        # "auto" asks that of the web agent, which must act on pages (a small model otherwise replies with
+        # prose that ends the task), not of the general agent, which often just answers; "on" asks it of both,
+        # "off" of neither. A server that refuses "required" is asked again, and from then on, with "auto".
         self.constrained = str(config.get("LLM_CONSTRAINED") or "auto").lower()
-        self.tool_choice = "auto" if self.constrained == "off" else "required"
+        required = self.constrained == "on" or self.constrained == "auto" and brief.agent == "web"
+        self.tool_choice = "required" if required else "auto"
         self._fixed = context.tokens([{"role": "system", "content": self.system}]) + context.tokens(self.tools)
         self._tokens = 0
         self._queue = []  # the rest of the last reply's tool calls, one action per step, in order
@@ -167,8 +170,7 @@ class ChatPlanner:
             try:
                 completion = self._call(wire)
             except openai.APIStatusError as exc:
-                if not (self.constrained == "auto" and self.tool_choice == "required"
-                        and exc.status_code in (400, 422, 500, 501)):
+                if not (self.tool_choice == "required" and exc.status_code in (400, 422, 500, 501)):
                     raise
                 log.info("the model server refused tool_choice=required (HTTP %s): asking with auto",
                          exc.status_code)
