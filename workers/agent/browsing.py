@@ -197,8 +197,9 @@ class BrowserEnvironment(Environment):
 
     def do_wait_for(self, text, seconds=10):
         seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
+        # A built-in step only (the model is not offered it): its answer is what it waited for, not a page view.
         return self._act(lambda: self.browser.wait_for(text=text, timeout=seconds),
-                         lambda _: f"the page shows {text!r}")
+                         lambda _: Observation(f"the page shows {text!r}", self.url()))
 
     def do_go_back(self):
         return self._act(self.browser.back, lambda _: "went back")
