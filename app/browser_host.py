@@ -43,7 +43,7 @@ def chromium_flags(window_size=(1280, 900), locale="en-US"):
 def policies(downloads):
     policy = {"URLBlocklist": BLOCKED_URLS, "URLAllowlist": ALLOWED_URLS, "ExtensionInstallBlocklist": ["*"], "BrowserSignin": 0,
               "SyncDisabled": True, "PasswordManagerEnabled": False, "PromptForDownloadLocation": False,
-              "AllowFileSelectionDialogs": False, "DeveloperToolsAvailability": 1}
+              "AllowFileSelectionDialogs": False}
     if downloads:
         policy["DownloadDirectory"] = str(downloads)
     return policy
@@ -234,20 +234,28 @@ def stage_upload(uploads, path):
     return str(target)
 
 
-def wait_for_driver(url, proc, timeout=30):
-    """Wait until chromedriver answers /status through the forwarders (the outer socket accepts before)."""
+def driver_ready(url):
+    """True once chromedriver answers /status through the forwarders (the outer socket accepts before it does).
+    Only network errors mean "not yet": anything else (a task's time limit) goes up to the caller."""
+    import http.client
     import urllib.request
 
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never an HTTP_PROXY
+    try:
+        with opener.open(url + "/status", timeout=2) as reply:
+            return bool(json.load(reply)["value"].get("ready"))
+    except (OSError, ValueError, KeyError, http.client.HTTPException):
+        return False
+
+
+def wait_for_driver(url, proc, timeout=30):
+    """None once chromedriver is ready, else why not."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return f"the browser sandbox exited at start (status {proc.returncode})."
-        try:
-            with urllib.request.urlopen(url + "/status", timeout=2) as reply:
-                if json.load(reply)["value"].get("ready"):
-                    return None
-        except (OSError, ValueError, KeyError):
-            pass
+        if driver_ready(url):
+            return None
         time.sleep(0.05)
     return "chromedriver did not become ready."
 
@@ -356,16 +364,20 @@ def kill_group(pgid, grace=5):
 def processes_under(root):
     """{pid: browser directory} of every process whose command line names a directory directly under `root`
     (chromedriver, Chromium, the sandbox and its forwarders all do)."""
-    prefix = os.path.realpath(root) + os.sep
+    real = os.path.realpath(root)
+    prefixes = {real + os.sep, os.path.abspath(root) + os.sep}
     found = {}
     for pid, argv in processes():
         for arg in argv[1:]:
-            at = arg.find(prefix)
-            if at >= 0:
-                name = arg[at + len(prefix):].split(os.sep)[0].split(",")[0].split(" ")[0]
-                if name:
-                    found[pid] = os.path.join(prefix, name)
-                    break
+            for prefix in prefixes:
+                at = arg.find(prefix)
+                if at >= 0:
+                    name = arg[at + len(prefix):].split(os.sep)[0].split(",")[0].split(" ")[0]
+                    if name:
+                        found[pid] = os.path.join(real, name)
+                        break
+            if pid in found:
+                break
     return found
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from .browser_host import alive, processes
+from .browser_host import SETPRIV, alive, processes
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ class EgressProxy:
         # machine; with a Selenium Grid on other machines, an address of this worker that the nodes reach.
         self.host = config.get("BROWSER_PROXY_HOST") or "127.0.0.1"
         self.settings = {name: config.get(name) for name in POLICY_SETTINGS if config.get(name) is not None}
+        self.of_worker = not directory  # a task's: it must not outlive the worker process
         self.directory = (Path(directory) if directory
                           else _egress_root(config) / f"{os.getpid()}-{secrets.token_hex(6)}")
         self.port_file = self.directory / "port"
@@ -77,6 +78,8 @@ class EgressProxy:
         argv = [sys.executable, "-m", "proxy", "--hostname", self.host, "--port", str(self.port),
                 "--port-file", str(self.port_file), "--num-acceptors", "1", "--plugins", PLUGIN,
                 "--log-level", "WARNING", "--log-file", str(self.directory / "proxy.log"), "--timeout", "30"]
+        if self.of_worker and os.access(SETPRIV, os.X_OK):  # killed with the worker; its acceptor by the reaper
+            argv = [SETPRIV, "--pdeathsig", "KILL", "--"] + argv
         with open(self.directory / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)

@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
 from selenium import webdriver
 from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
                                         InvalidSessionIdException, JavascriptException,
@@ -129,6 +130,9 @@ class SeleniumBrowser(Browser):
         except HostUnavailable as exc:
             self.close()
             raise BrowserUnavailable(f"Could not start Chromium: {exc}") from None
+        except SoftTimeLimitExceeded:  # the task's time is up (a slow start): the runner says so, not "could not start"
+            self.close()
+            raise
         except Exception as exc:  # WebDriverException, OSError: the browser could not start
             self.close()
             where = f"the Selenium Grid at {remote_url}" if remote_url else "Chromium"
@@ -452,6 +456,10 @@ class _SandboxedService(Service):
     @property
     def service_url(self):
         return self.box.driver_url
+
+    def is_connectable(self):
+        # Selenium's own check swallows every exception, a task's soft time limit included.
+        return browser_host.driver_ready(self.box.driver_url)
 
 
 def kill_group(pgid):
