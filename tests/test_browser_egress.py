@@ -82,7 +82,10 @@ def session(tmp_path):
         options.binary_location = "/usr/bin/chromium"
         profile = tempfile.mkdtemp(prefix="rd-egress-test-")
         profiles.append(profile)
-        for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+        # A Grid node runs Chromium as rd-browser (tests/grid.py), with its sandbox and a profile of its own.
+        arguments = ("--headless=new", "--disable-dev-shm-usage") if remote else (
+            "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}")
+        for argument in arguments:
             options.add_argument(argument)
         harden_chrome_options(options, proxy, downloads)
         if remote:

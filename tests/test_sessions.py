@@ -437,10 +437,12 @@ def test_downloads_of_sessions_ended_long_ago_are_purged_by_the_files_sweep(app,
 @pytest.fixture(scope="module")
 def remote_webdriver():
     """A W3C WebDriver endpoint of our own standing in for a Selenium Grid (SELENIUM_REMOTE_URL)."""
+    from tests.grid import unprivileged_chromedriver
     from tests.processes import ManagedProcess, free_port
 
     port = free_port()
-    proc = ManagedProcess(["/usr/bin/chromedriver", f"--port={port}"], "remote-webdriver")
+    # Like a Grid node: Chromium as rd-browser with its sandbox (our flags never carry --no-sandbox).
+    proc = ManagedProcess([unprivileged_chromedriver(), f"--port={port}"], "remote-webdriver")
     url = f"http://127.0.0.1:{port}"
 
     def ready():

@@ -17,6 +17,7 @@ app.conf.beat_schedule = {
     "purge-expired-files": {"task": "workers.purge_expired_files", "schedule": 300},
     "purge-window-commands": {"task": "workers.purge_window_commands", "schedule": 3600},
     "end-idle-sessions": {"task": "workers.sweep_idle_sessions", "schedule": _sweep},
+    "reap-browsers": {"task": "workers.reap_browsers", "schedule": _sweep},
 }
 
 from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)
@@ -25,11 +26,9 @@ from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and
 @signals.worker_process_init.connect
 def _reap_for_a_replaced_pool_process(**_):
     """A pool process killed by the hard time limit is replaced by a new one: its browsers go then."""
-    from workers.browser.egress import reap_orphans
-    from workers.browser.reaper import reap
+    from workers.sweeps import reap_browsers
 
-    reap(flask_app.config["VAR_DIR"])
-    reap_orphans(flask_app.config)
+    reap_browsers(flask_app.config)
 
 
 @signals.worker_init.connect
@@ -37,12 +36,10 @@ def _reap_orphaned_browsers(**_):
     """Browsers left by a worker of this deployment that was SIGKILLed: gone before this one takes tasks."""
     import logging
 
-    from workers.browser.egress import reap_orphans
-    from workers.browser.reaper import reap
     from workers.browser.selenium_driver import missing_browser
+    from workers.sweeps import reap_browsers
 
-    reap(flask_app.config["VAR_DIR"])
-    reap_orphans(flask_app.config)
+    reap_browsers(flask_app.config)
     config = flask_app.config
     if not config["SELENIUM_REMOTE_URL"]:
         problem = missing_browser(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"])

@@ -86,16 +86,19 @@ def execute_task(task_id):
         stop = lambda: (lease.lost.is_set() or shutdown.requested.is_set()  # noqa: E731
                         or _cancel_requested(task_id))
         loop = None
+        time_up = Outcome("error", "Time limit reached: the worker's time limit for one task "
+                                   f"({config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
         try:
             loop = build_loop(task, owner, stop, secrets)
         except ValueError as exc:  # the prompt cannot be planned, or the agent cannot run here
             outcome = Outcome("error", secrets.redact(str(exc)))
+        except SoftTimeLimitExceeded:  # while its browser was starting
+            outcome = time_up
         else:
             try:
                 outcome = loop.run()
             except SoftTimeLimitExceeded:
-                outcome = Outcome("error", "Time limit reached: the worker's time limit for one task "
-                                  f"({current_app.config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
+                outcome = time_up
             except Exception:
                 log.exception("task %s failed", task_id)
                 outcome = Outcome("error", "The task failed because of an internal error.")

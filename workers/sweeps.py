@@ -1,6 +1,7 @@
 """Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
 unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys;
-delete uploaded files older than FILE_TTL_SECONDS; end idle cloud browser sessions."""
+delete uploaded files older than FILE_TTL_SECONDS; end idle cloud browser sessions; reap the browsers of dead
+workers."""
 import logging
 
 from flask import current_app
@@ -123,3 +124,13 @@ def purge_expired_files():
 def end_idle_sessions():
     """End cloud browser sessions idle past their timeout, and launches abandoned mid-way; returns how many."""
     return sessions.expire_idle() + sessions.end_abandoned_starts()
+
+
+def reap_browsers(config=None):
+    """End the browsers and egress proxies of workers on this machine that died without closing them (SIGKILL,
+    OOM kill): within one sweep interval, not only when another worker starts. Returns how many."""
+    from workers.browser.egress import reap_orphans
+    from workers.browser.reaper import reap
+
+    config = config or current_app.config
+    return reap(config["VAR_DIR"]) + len(reap_orphans(config))

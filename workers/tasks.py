@@ -60,6 +60,11 @@ def sweep_idle_sessions():
     return sweeps.end_idle_sessions()
 
 
+@shared_task(name="workers.reap_browsers")
+def reap_browsers():
+    return sweeps.reap_browsers()
+
+
 @shared_task(name="workers.serve_session_actions")
 def serve_session_actions(session_id):
     return session_actions.serve(session_id)

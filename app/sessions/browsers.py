@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 import requests
 
+from .. import browser_host
+from ..browser_host import BrowserBox, HostUnavailable
 from ..egress_proxy import EgressProxy, ProxyFailed, stop_proxies_under
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,12 @@ def downloads_dir(config, session_id):
     return session_dir(config, session_id) / "downloads"
 
 
+def files_dir(config, session_id):
+    """The session's downloads once handed to the service (app/browser_host.collect_downloads): out of the
+    browser's reach."""
+    return session_dir(config, session_id) / "files"
+
+
 def egress_dir(config, session_id):
     """Where the session's egress proxy keeps its port file and refusal log (the tasks' workers read it)."""
     return session_dir(config, session_id) / "egress"
@@ -55,12 +63,7 @@ def chrome_options(config, proxy, profile_dir=None, downloads=None):
     """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
     its egress proxy."""
     width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
-    args = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
-            "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain",
-            f"--window-size={int(width)},{int(height or 900)}", f"--lang={config.get('BROWSER_LOCALE', 'en-US')}"]
-    if os.geteuid() == 0:  # Chromium refuses to run as root with its sandbox
-        args.append("--no-sandbox")
+    args = browser_host.chromium_flags((int(width), int(height or 900)), config.get("BROWSER_LOCALE", "en-US"))
     args += [arg for arg in proxy.chromium_arguments() if arg not in args]  # as cloud_browser's
     if profile_dir:
         args.append(f"--user-data-dir={profile_dir}")
@@ -105,50 +108,37 @@ def _launch_local(config, session_id, proxy):
         if not os.access(path, os.X_OK):
             raise LaunchFailed(f"{path} is not installed (make browser installs Chromium and chromedriver).")
     root = session_dir(config, session_id)
-    profile, downloads = root / "profile", root / "downloads"
-    profile.mkdir(parents=True, exist_ok=True)
-    downloads.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    # In its sandbox (app/browser_host.py), as the browsers' user; not tied to this request's thread: it ends
+    # with the session. DevTools is reached through a forwarder at debugger_address (the CDP proxy's target).
+    box = BrowserBox(root, proxy=proxy.address, devtools=True, die_with_parent=False,
+                     binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]))
+    try:
+        box.prepare()
+    except HostUnavailable as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        raise LaunchFailed(str(exc)) from None
     logfile = open(root / "chromedriver.log", "ab")
     # Its own process group (start_new_session): it outlives this web request, and stopping the
-    # session signals the group (chromedriver and the Chromium it started) at once.
-    proc = subprocess.Popen([config["CHROMEDRIVER_PATH"], f"--port={port}", "--allowed-ips=127.0.0.1"],
+    # session signals the group (the sandbox, its forwarders, chromedriver and Chromium) at once.
+    proc = subprocess.Popen(box.command([config["CHROMEDRIVER_PATH"], f"--port={browser_host.INNER_DRIVER_PORT}"]),
                             stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     logfile.close()
     threading.Thread(target=proc.wait, name=f"reap-chromedriver-{proc.pid}", daemon=True).start()
-    url = f"http://127.0.0.1:{port}"
+    url = box.driver_url
     try:
-        _wait_ready(url, proc)
-        options = {**chrome_options(config, proxy, profile, downloads), "binary": config["CHROMIUM_PATH"]}
+        problem = browser_host.wait_for_driver(url, proc, START_TIMEOUT)
+        if problem:
+            raise LaunchFailed(problem)
+        options = {**chrome_options(config, proxy, box.profile, box.downloads), "binary": config["CHROMIUM_PATH"]}
+        options["args"].append(f"--remote-debugging-port={browser_host.INNER_DEVTOOLS_PORT}")
         caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": options})
     except BaseException:
-        _kill_group(proc.pid, str(profile))
+        _kill_group(proc.pid, str(box.profile))
         shutil.rmtree(root, ignore_errors=True)
         raise
-    debugger = (caps["capabilities"].get("goog:chromeOptions") or {}).get("debuggerAddress")
-    return Launched(url, caps["sessionId"], debugger, host=socket.gethostname(), pid=proc.pid,
-                    profile_dir=str(profile))
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_ready(url, proc):
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise LaunchFailed(f"chromedriver exited at start (status {proc.returncode}).")
-        try:
-            if requests.get(url + "/status", timeout=2).json()["value"].get("ready"):
-                return
-        except (requests.RequestException, ValueError, KeyError):
-            pass
-        time.sleep(0.05)
-    raise LaunchFailed("chromedriver did not become ready.")
+    return Launched(url, caps["sessionId"], box.debugger_address, host=socket.gethostname(), pid=proc.pid,
+                    profile_dir=str(box.profile))
 
 
 def _new_session(url, always_match):
@@ -196,45 +186,13 @@ def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir
 
 
 def _kill_group(pid, profile_dir):
-    """SIGTERM, then SIGKILL, the process group `pid` leads, if it is still one of ours."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if not _group_alive(pid):
-                return
-            time.sleep(0.05)
-
-
-def _group_alive(pgid):
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid and fields[0] != "Z":
-                    return True
-            except (OSError, IndexError, ValueError):
-                continue
-    return False
+    """SIGTERM, then SIGKILL, the process group `pid` leads."""
+    browser_host.kill_group(pid)
 
 
 def profile_processes(profile_dir):
     """PIDs whose command line names this session's profile directory (Chromium and its helpers)."""
-    needle = os.fsencode(profile_dir)
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    if needle in cmdline.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
+    return [pid for pid, argv in browser_host.processes() if any(profile_dir in arg for arg in argv)]
 
 
 def _reap_profile_processes(profile_dir):

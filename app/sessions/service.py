@@ -8,6 +8,7 @@ from flask import current_app
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from sqlalchemy import exists, func, or_, select, update
 
+from .. import browser_host
 from ..crypto import seal, unseal
 from ..errors import ApiError
 from ..extensions import WEBHOOKS_QUEUE, db
@@ -224,11 +225,15 @@ def purge_ended_files():
 
 def downloads(api_key_id, session_id):
     row = get(api_key_id, session_id)
-    folder = browsers.downloads_dir(current_app.config, row.id)
     items = []
+    if browsers.session_dir(current_app.config, row.id).is_dir():
+        # Out of the browser's folder into the service's (0600): a browser cannot swap a listed file for a link.
+        browser_host.collect_downloads(browsers.downloads_dir(current_app.config, row.id),
+                                       browsers.files_dir(current_app.config, row.id))
+    folder = browsers.files_dir(current_app.config, row.id)
     if folder.is_dir():
         for entry in sorted(folder.iterdir()):
-            if entry.is_file() and not entry.name.endswith(".crdownload"):
+            if entry.is_file() and not entry.is_symlink():
                 items.append({"key": entry.name, "file_name": entry.name, "size": entry.stat().st_size})
     return {"session_id": row.id, "downloaded_files": items}
 
@@ -253,8 +258,8 @@ def downloaded_file(token):
         raise ApiError(403, "Forbidden", "This download link has expired; ask for a new one.") from None
     except BadSignature:
         raise ApiError(403, "Forbidden", "This download link is not valid.") from None
-    path = browsers.downloads_dir(current_app.config, claims["s"]) / os.path.basename(claims["k"])
-    if not path.is_file():
+    path = browsers.files_dir(current_app.config, claims["s"]) / os.path.basename(claims["k"])
+    if path.is_symlink() or not path.is_file():
         raise ApiError(404, "File Not Found", "The file is no longer available.")
     return path, path.name
 

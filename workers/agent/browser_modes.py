@@ -128,6 +128,7 @@ class KeptSessionEnvironment(BrowserEnvironment):
             return KeptSessionBrowser(
                 webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                 label=session.name or session.id, remote=session.host == "grid",
+                uploads=None if session.host == "grid" else browsers.session_dir(config, session.id) / "uploads",
                 page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
         except BrowserUnavailable:
             sessions.release(session.id, task.id)

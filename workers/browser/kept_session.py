@@ -29,13 +29,15 @@ class KeptSessionBrowser(SeleniumBrowser):
     """SeleniumBrowser on a session it did not start: close() detaches and the browser stays up."""
 
     def __init__(self, *, webdriver_url, webdriver_session, label="", remote=False, page_load_timeout=30.0,
-                 should_stop=lambda: False):
+                 uploads=None, should_stop=lambda: False):
         self.label = label
         self.remote_url = webdriver_url if remote else None
         self.time_zone = None  # the session's browser keeps one zone for all its tasks
         self.should_stop = should_stop
         self.download_dir = None
         self.profile = None  # owned by the session, removed when it ends
+        self.box = None
+        self.uploads = uploads  # the session's sandbox shows its browser only this folder of files to upload
         self.service = None
         self._closed = False
         self._history_tabs = {}

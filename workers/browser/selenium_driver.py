@@ -1,15 +1,14 @@
 """The Selenium driver of `Browser`: a fresh local Chromium per task (Debian's packages), or a Grid session."""
-import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
 from selenium import webdriver
 from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
                                         InvalidSessionIdException, JavascriptException,
@@ -20,6 +19,9 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.file_detector import LocalFileDetector
 from selenium.webdriver.remote.webelement import WebElement
+
+from app import browser_host
+from app.browser_host import BrowserBox, HostUnavailable
 
 from .base import Browser, BrowserError, BrowserUnavailable, PageReading
 
@@ -34,11 +36,6 @@ _CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(null, ar
 _LOCATE = PAGE_JS + """
 var rd = window.__remoteDispatch, info = rd.locate(arguments[0]);
 return [info, info.ok && info.inTop ? rd.element(String(info.index)) : null];"""
-MARKER = "remote-dispatch-browser.json"  # in each profile directory: proves the processes using it are ours
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--no-default-browser-check", "--disable-features=Translate,MediaRouter",
-         "--password-store=basic", "--use-mock-keychain")
 KEYS = {name.lower(): getattr(Keys, name) for name in dir(Keys) if name.isupper()}
 KEYS.update({"ctrl": Keys.CONTROL, "cmd": Keys.COMMAND, "meta": Keys.META, "esc": Keys.ESCAPE,
              "del": Keys.DELETE, "return": Keys.ENTER, "pageup": Keys.PAGE_UP, "pagedown": Keys.PAGE_DOWN,
@@ -81,6 +78,8 @@ class SeleniumBrowser(Browser):
         self.remote_url, self.time_zone, self.should_stop = remote_url, time_zone, should_stop
         self.download_dir = download_dir
         self.profile = None
+        self.box = None
+        self.uploads = None
         self.service = None
         self.driver = None
         self._closed = False
@@ -92,10 +91,8 @@ class SeleniumBrowser(Browser):
                 raise BrowserUnavailable(problem)
         options = webdriver.ChromeOptions()
         options.page_load_strategy = "normal"
-        for flag in FLAGS:
+        for flag in browser_host.chromium_flags(window_size, locale):
             options.add_argument(flag)
-        options.add_argument(f"--window-size={int(window_size[0])},{int(window_size[1])}")
-        options.add_argument(f"--lang={locale}")
         for argument in extra_arguments:
             options.add_argument(argument)
         if proxy:
@@ -107,7 +104,6 @@ class SeleniumBrowser(Browser):
                  "autofill.profile_enabled": False, "autofill.credit_card_enabled": False,
                  "safebrowsing.enabled": False}
         if download_dir:
-            os.makedirs(download_dir, exist_ok=True)
             prefs.update({"download.default_directory": download_dir, "download.directory_upgrade": True,
                           "savefile.default_directory": download_dir})
         options.add_experimental_option("prefs", prefs)
@@ -123,12 +119,18 @@ class SeleniumBrowser(Browser):
                 self.driver.command_executor.add_command("executeCdpCommand", "POST",
                                                          "/session/$sessionId/goog/cdp/execute")
             else:
-                self._start_local(options, chromium_path, chromedriver_path, profile_root)
+                self._start_local(options, chromium_path, chromedriver_path, profile_root, proxy)
             self.driver.set_page_load_timeout(page_load_timeout)
             self.driver.set_script_timeout(30)
             self._known_handles = list(self.driver.window_handles)
             self._emulate(self.driver.current_window_handle)
         except BrowserError:
+            self.close()
+            raise
+        except HostUnavailable as exc:
+            self.close()
+            raise BrowserUnavailable(f"Could not start Chromium: {exc}") from None
+        except SoftTimeLimitExceeded:  # the task's time is up (a slow start): the runner says so, not "could not start"
             self.close()
             raise
         except Exception as exc:  # WebDriverException, OSError: the browser could not start
@@ -137,25 +139,17 @@ class SeleniumBrowser(Browser):
             raise BrowserUnavailable(f"Could not start {where}: {_reason(exc)}") from None
         log.info("browser session %s started", self.label)
 
-    def _start_local(self, options, chromium_path, chromedriver_path, profile_root):
+    def _start_local(self, options, chromium_path, chromedriver_path, profile_root, proxy):
+        """chromedriver and its Chromium in their sandbox (app/browser_host.py), as the browsers' own user."""
         root = profile_root or tempfile.gettempdir()
         os.makedirs(root, exist_ok=True)
         self.profile = tempfile.mkdtemp(prefix="rd-", dir=root)
-        with open(os.path.join(self.profile, MARKER), "w") as out:
-            json.dump({"worker_pid": os.getpid(), "label": self.label, "started": time.time()}, out)
+        self.box = BrowserBox(self.profile, owner_pid=os.getpid(), proxy=proxy, downloads=self.download_dir,
+                              time_zone=self.time_zone, binaries=(chromium_path, chromedriver_path)).prepare()
         options.binary_location = chromium_path  # set: Selenium Manager is never asked for a browser
-        options.add_argument(f"--user-data-dir={os.path.join(self.profile, 'profile')}")
-        # Should anything turn Chromium's log on again, it stays inside the profile that close() removes
-        # (never os.devnull: Chromium replaces its log file at start, and as root /dev/null with it).
-        env = {**os.environ, "CHROME_LOG_FILE": os.path.join(self.profile, "chrome_debug.log")}
-        if self.time_zone:
-            env["TZ"] = self.time_zone  # the whole browser, every tab, workers included
-        # The log path puts our profile directory in chromedriver's command line: the reaper's proof. Its
-        # log stays off: at any level that logs commands it would write typed text (secrets) to disk.
-        self.service = Service(
-            executable_path=chromedriver_path, env=env, log_output=subprocess.DEVNULL,
-            service_args=[f"--log-path={os.path.join(self.profile, 'chromedriver.log')}", "--log-level=OFF"],
-            popen_kw={"start_new_session": True})  # its own process group: one killpg ends it all
+        options.add_argument(f"--user-data-dir={self.box.profile}")
+        self.uploads = self.box.uploads
+        self.service = _SandboxedService(self.box, chromedriver_path)
         self.driver = webdriver.Chrome(options=options, service=self.service)
 
     def _emulate(self, handle):
@@ -408,6 +402,8 @@ class SeleniumBrowser(Browser):
         element, info = self._native(target)
         if element is None or element.get_attribute("type") != "file":
             raise BrowserError(f"The element [{info['index']}] is not a file input of the page.")
+        if self.uploads:
+            path = browser_host.stage_upload(self.uploads, path)  # the sandboxed browser sees only its own folders
         try:
             element.send_keys(path)
         except WebDriverException as exc:
@@ -449,16 +445,39 @@ class SeleniumBrowser(Browser):
                 self.service.process.wait(5)  # reap chromedriver: no zombie
             except subprocess.TimeoutExpired:
                 pass
+        if self.box is not None:
+            for name in os.listdir(self.box.downloads):  # the service's alone from now on
+                browser_host.private_file(os.path.join(self.box.downloads, name))
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
         log.info("browser session %s closed", self.label)
 
 
+class _SandboxedService(Service):
+    """chromedriver's Service, started inside a BrowserBox and reached through its forwarder."""
+
+    def __init__(self, box, chromedriver_path):
+        self.box, self.chromedriver_path = box, chromedriver_path
+        # Its own process group: one killpg ends the sandbox, its forwarders and every browser process.
+        super().__init__(executable_path="/bin/sh", port=box.driver_port, log_output=subprocess.DEVNULL,
+                         popen_kw={"start_new_session": True})
+
+    def command_line_args(self):
+        # Its log stays off: at any level that logs commands it would write typed text (secrets) to disk.
+        return self.box.command([self.chromedriver_path, f"--port={browser_host.INNER_DRIVER_PORT}",
+                                 f"--log-path={self.box.run / 'chromedriver.log'}", "--log-level=OFF"])[1:]
+
+    @property
+    def service_url(self):
+        return self.box.driver_url
+
+    def is_connectable(self):
+        # Selenium's own check swallows every exception, a task's soft time limit included.
+        return browser_host.driver_ready(self.box.driver_url)
+
+
 def kill_group(pgid):
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    browser_host.kill_group(pgid, grace=0)
 
 
 def _reason(exc):

@@ -1,0 +1,432 @@
+"""Every browser process this service starts: Chromium's flags and policies, its unprivileged user, its sandbox, the forwarders across it, stop and reap."""
+import json
+import logging
+import os
+import pwd
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Only subprocess and os here: the web side (kept sessions) and the workers (cloud_browser tasks) both use it.
+USER = "rd-browser"
+MARKER = "rd-browser.json"  # in each browser directory: proves the processes naming it are ours, and whose
+INNER_DRIVER_PORT = 9515  # chromedriver and DevTools inside the browser's own network namespace
+INNER_DEVTOOLS_PORT = 9222
+BWRAP, SOCAT, SETPRIV = "/usr/bin/bwrap", "/usr/bin/socat", "/usr/bin/setpriv"
+FLAGS = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
+         "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain"]
+# Chromium enterprise policies, applied only to our browsers (bind-mounted over /etc/chromium/policies/managed in
+# their mount namespace, never written machine-wide). chromedriver needs none of the blocked schemes.
+BLOCKED_URLS = ["file://*", "filesystem:*", "chrome://*", "chrome-untrusted://*", "view-source:*", "devtools://*"]
+# Chromium's own hidden UI pages: blocked, each would turn into an error tab that WebDriver lists as a window.
+ALLOWED_URLS = ["chrome://omnibox-popup.top-chrome", "chrome://new-tab-page-third-party", "chrome://newtab"]
+
+
+class HostUnavailable(Exception):
+    """The sandbox cannot be set up on this machine (the message says what to install)."""
+
+
+def chromium_flags(window_size=(1280, 900), locale="en-US"):
+    """The command-line flags every local or Grid browser of ours gets (never --no-sandbox)."""
+    return FLAGS + [f"--window-size={int(window_size[0])},{int(window_size[1])}", f"--lang={locale}"]
+
+
+def policies(downloads):
+    policy = {"URLBlocklist": BLOCKED_URLS, "URLAllowlist": ALLOWED_URLS, "ExtensionInstallBlocklist": ["*"], "BrowserSignin": 0,
+              "SyncDisabled": True, "PasswordManagerEnabled": False, "PromptForDownloadLocation": False,
+              "AllowFileSelectionDialogs": False}
+    if downloads:
+        policy["DownloadDirectory"] = str(downloads)
+    return policy
+
+
+def missing_tools():
+    """None when the sandbox can run here, else a sentence saying what to install."""
+    missing = [path for path in (BWRAP, SOCAT, SETPRIV) if not os.access(path, os.X_OK)]
+    if not missing:
+        return None
+    return (f"The browser sandbox needs {', '.join(missing)}: `apt-get install bubblewrap socat util-linux` "
+            "(or `make browser`).")
+
+
+def ensure_user():
+    """(uid, gid) of the browsers' own user, created if missing, when we run as root; None otherwise (the
+    browsers then run as the current user, in an unprivileged user namespace). Idempotent."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", USER], check=False, capture_output=True)
+        try:
+            entry = pwd.getpwnam(USER)
+        except KeyError:
+            raise HostUnavailable(f"could not create the browser user {USER!r} (useradd failed)") from None
+    if entry.pw_uid == 0:
+        raise HostUnavailable(f"the browser user {USER!r} must not be root")
+    return entry.pw_uid, entry.pw_gid
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BrowserBox:
+    """One browser's directory and sandbox. `directory` (created here) holds:
+
+    rd-browser.json (marker: owner pid), etc/ (policies, hosts, passwd of the sandbox), run/ (the sockets the
+    forwarders meet at), home/, profile/, uploads/, and downloads/ unless `downloads` names another folder.
+
+    Inside: bubblewrap with its own mount, pid, IPC and network namespaces, as USER. It sees /usr, a few
+    files of /etc, its own folders and nothing else of the machine; its network has only loopback. Forwarders
+    over Unix sockets give it the egress proxy (`proxy`, "host:port", offered inside on 127.0.0.1 at the same
+    port) and give us its chromedriver (`driver_url`) and DevTools (`debugger_address`, with `devtools`).
+    `owner_pid`: the process whose death orphans the browser (tasks; the reaper then ends it); None for a kept
+    session, which ends with the session. With `die_with_parent`, the kernel ends it with the starting thread."""
+
+    def __init__(self, directory, *, owner_pid=None, proxy=None, downloads=None, devtools=False,
+                 die_with_parent=True, time_zone=None, binaries=()):
+        self.directory = Path(directory)
+        # Binaries outside /usr (a CHROMIUM_PATH of one's own) are shown to the sandbox read-only.
+        self.binaries = sorted({os.path.dirname(os.path.realpath(path)) for path in binaries if path
+                                and not os.path.realpath(path).startswith("/usr/")})
+        self.owner_pid, self.proxy, self.devtools = owner_pid, proxy, devtools
+        self.die_with_parent, self.time_zone = die_with_parent, time_zone
+        self.run, self.home, self.profile = self.directory / "run", self.directory / "home", self.directory / "profile"
+        self.uploads = self.directory / "uploads"
+        self.downloads = Path(downloads) if downloads else self.directory / "downloads"
+        self.driver_port = free_port()
+        self.devtools_port = free_port() if devtools else None
+
+    @property
+    def driver_url(self):
+        return f"http://127.0.0.1:{self.driver_port}"
+
+    @property
+    def debugger_address(self):
+        return f"127.0.0.1:{self.devtools_port}" if self.devtools else None
+
+    def prepare(self):
+        problem = missing_tools()
+        if problem:
+            raise HostUnavailable(problem)
+        if any(char in str(path) for path in (self.directory, self.downloads) for char in ",:!\"'\\"):
+            raise HostUnavailable(f"browser directories must not contain , : ! quotes or backslashes: {self.directory}")
+        ids = ensure_user()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o755)  # the service's; inside, only what is bound below is visible
+        (self.directory / MARKER).write_text(json.dumps({"owner_pid": self.owner_pid, "started": time.time()}))
+        etc = self.directory / "etc"
+        (etc / "policies").mkdir(parents=True, exist_ok=True)
+        (etc / "policies" / "remote-dispatch.json").write_text(json.dumps(policies(self.downloads)))
+        (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+        (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
+        uid, gid = ids or (os.getuid(), os.getgid())
+        (etc / "passwd").write_text(f"root:x:0:0::/:/usr/sbin/nologin\n{USER}:x:{uid}:{gid}::{self.home}:/usr/sbin/nologin\n")
+        (etc / "group").write_text(f"root:x:0:\n{USER}:x:{gid}:\n")
+        for path in (self.run, self.home, self.profile, self.uploads, self.downloads):
+            path.mkdir(parents=True, exist_ok=True)
+            os.chmod(path, 0o700)
+            if ids:
+                os.chown(path, *ids)
+        return self
+
+    def command(self, argv):
+        """The argv that runs `argv` (chromedriver and its flags) inside the sandbox, with the forwarders around it.
+        It leads nothing itself: start it with start_new_session so one killpg ends it all."""
+        run = shlex.quote(str(self.run))
+        keep = f"{SETPRIV} --pdeathsig KILL"  # an outer forwarder ends with the sandbox that it serves
+        outer = [f"{keep} {SOCAT} TCP-LISTEN:{self.driver_port},bind=127.0.0.1,reuseaddr,fork "
+                 f"UNIX-CONNECT:{run}/driver.sock"]
+        inner = [f"{SOCAT} UNIX-LISTEN:{run}/driver.sock,unlink-early,fork TCP:127.0.0.1:{INNER_DRIVER_PORT}"]
+        if self.devtools:
+            outer.append(f"{keep} {SOCAT} TCP-LISTEN:{self.devtools_port},bind=127.0.0.1,reuseaddr,fork "
+                         f"UNIX-CONNECT:{run}/devtools.sock")
+            inner.append(f"{SOCAT} UNIX-LISTEN:{run}/devtools.sock,unlink-early,fork "
+                         f"TCP:127.0.0.1:{INNER_DEVTOOLS_PORT}")
+        if self.proxy:
+            host, _, port = self.proxy.rpartition(":")
+            owner = f",user={USER}" if os.geteuid() == 0 else ""
+            outer.append(f"{keep} {SOCAT} UNIX-LISTEN:{run}/proxy.sock,unlink-early,fork,mode=600{owner} "
+                         f"TCP:{host.strip('[]')}:{port}")
+            inner.append(f"{SOCAT} TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:{run}/proxy.sock")
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(self.home), "LANG": "C.UTF-8",
+               "CHROME_LOG_FILE": str(self.run / "chrome_debug.log")}
+        if self.time_zone:
+            env["TZ"] = self.time_zone  # the whole browser, every tab, workers included
+        inner_script = " & ".join(inner) + " & exec " + " ".join(shlex.quote(arg) for arg in argv)
+        sandbox = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *self._bwrap(), "--"]
+        if os.geteuid() == 0:
+            sandbox += [SETPRIV, f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--"]
+        sandbox += ["/bin/sh", "-c", inner_script]
+        script = " & ".join(outer) + " & exec " + " ".join(shlex.quote(arg) for arg in sandbox)
+        return ["/bin/sh", "-c", script, "rd-browser-sandbox"]
+
+    def _bwrap(self):
+        args = [BWRAP, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--hostname", "rd-browser"]
+        if os.geteuid() != 0:
+            args.append("--unshare-user")
+        if self.die_with_parent:
+            args.append("--die-with-parent")
+        args += ["--ro-bind", "/usr", "/usr"]
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            if os.path.islink(f"/{top}"):
+                args += ["--symlink", os.readlink(f"/{top}"), f"/{top}"]
+            elif os.path.isdir(f"/{top}"):
+                args += ["--ro-bind", f"/{top}", f"/{top}"]
+        etc = self.directory / "etc"
+        made = {"/", "/usr"}
+        args += self._dirs("/etc/chromium/policies", made)
+        for name in ("hosts", "nsswitch.conf", "passwd", "group"):
+            args += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+        args += ["--ro-bind", str(etc / "policies"), "/etc/chromium/policies/managed"]
+        for public in ("/etc/fonts", "/etc/ld.so.cache", "/etc/chromium.d", "/etc/ssl/certs", "/etc/localtime"):
+            args += ["--ro-bind-try", public, public]
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        made.add("/tmp")
+        for folder in self.binaries:
+            args += self._dirs(os.path.dirname(folder), made) + ["--ro-bind", folder, folder]
+            made.add(folder)
+        args += self._dirs(str(self.directory.parent), made) + ["--ro-bind", str(self.directory), str(self.directory)]
+        made.add(str(self.directory))
+        for path in (self.run, self.home, self.profile):
+            args += ["--bind", str(path), str(path)]
+        args += ["--ro-bind", str(self.uploads), str(self.uploads)]
+        args += self._dirs(str(self.downloads.parent), made) + ["--bind", str(self.downloads), str(self.downloads)]
+        return args + ["--chdir", str(self.home)]
+
+    @staticmethod
+    def _dirs(path, made):
+        """bwrap arguments creating `path` and its parents (0755: bwrap's own default would hide them)."""
+        args = []
+        parts = Path(path).parts
+        for depth in range(2, len(parts) + 1):
+            part = str(Path(*parts[:depth]))
+            if part not in made:
+                made.add(part)
+                args += ["--perms", "0755", "--dir", part]
+        return args
+
+
+def stage_upload(uploads, path):
+    """A copy of `path` a sandboxed browser can read (in its own `uploads` folder), for a file input."""
+    folder = Path(uploads) / secrets.token_hex(8)
+    folder.mkdir(mode=0o700)
+    target = folder / os.path.basename(path)
+    shutil.copyfile(path, target)
+    ids = ensure_user()
+    if ids:
+        os.chown(folder, *ids)
+        os.chown(target, *ids)
+    return str(target)
+
+
+def driver_ready(url):
+    """True once chromedriver answers /status through the forwarders (the outer socket accepts before it does).
+    Only network errors mean "not yet": anything else (a task's time limit) goes up to the caller."""
+    import http.client
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never an HTTP_PROXY
+    try:
+        with opener.open(url + "/status", timeout=2) as reply:
+            return bool(json.load(reply)["value"].get("ready"))
+    except (OSError, ValueError, KeyError, http.client.HTTPException):
+        return False
+
+
+def wait_for_driver(url, proc, timeout=30):
+    """None once chromedriver is ready, else why not."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return f"the browser sandbox exited at start (status {proc.returncode})."
+        if driver_ready(url):
+            return None
+        time.sleep(0.05)
+    return "chromedriver did not become ready."
+
+
+def private_file(path):
+    """Make a file a dead browser downloaded the service's alone (0600, owned by us); False if it is no regular
+    file (a symlink or anything else a browser could plant)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        if os.geteuid() == 0:
+            os.fchown(fd, 0, 0)
+        os.fchmod(fd, 0o600)
+        return True
+    finally:
+        os.close(fd)
+
+
+def collect_downloads(downloads, into):
+    """Move the finished downloads of a running browser out of its reach, into `into` (the service's, 0700), and
+    keep only regular files there: once moved, the browser can no longer swap them for links. Returns `into`."""
+    into = Path(into)
+    into.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(into, 0o700)
+    try:
+        names = os.listdir(downloads)
+    except OSError:
+        names = []
+    for name in names:
+        if name.endswith(".crdownload") or name.startswith("."):
+            continue  # still being written
+        try:
+            os.replace(os.path.join(downloads, name), into / name)
+        except OSError:
+            continue
+    for entry in into.iterdir():
+        info = entry.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1 or not private_file(entry):
+            entry.unlink(missing_ok=True)
+    return into
+
+
+# --- /proc: finding, proving and ending our processes -------------------------------------------------------
+
+def processes():
+    """(pid, argv) of every process on this machine that can be read."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as source:
+                argv = source.read().split(b"\0")
+        except OSError:
+            continue
+        yield int(entry), [arg.decode(errors="replace") for arg in argv if arg]
+
+
+def alive(pid):
+    """True while `pid` runs (a zombie is dead for our purpose)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def group_alive(pgid):
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    return True
+            except (OSError, IndexError, ValueError):
+                continue
+    return False
+
+
+def kill_group(pgid, grace=5):
+    """SIGTERM, then SIGKILL, the process group `pgid` (never ours nor init's)."""
+    if pgid <= 1 or pgid == os.getpgrp():
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not group_alive(pgid):
+                return
+            time.sleep(0.05)
+
+
+def processes_under(root):
+    """{pid: browser directory} of every process whose command line names a directory directly under `root`
+    (chromedriver, Chromium, the sandbox and its forwarders all do)."""
+    real = os.path.realpath(root)
+    prefixes = {real + os.sep, os.path.abspath(root) + os.sep}
+    found = {}
+    for pid, argv in processes():
+        for arg in argv[1:]:
+            for prefix in prefixes:
+                at = arg.find(prefix)
+                if at >= 0:
+                    name = arg[at + len(prefix):].split(os.sep)[0].split(",")[0].split(" ")[0]
+                    if name:
+                        found[pid] = os.path.join(real, name)
+                        break
+            if pid in found:
+                break
+    return found
+
+
+def owner_of(directory):
+    """The owner pid in the directory's marker; False when there is no marker (not provably ours)."""
+    try:
+        with open(os.path.join(directory, MARKER)) as source:
+            return json.load(source).get("owner_pid")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def end_processes(pids, directory=None):
+    """End these processes and their groups; then any process still naming `directory`."""
+    groups = set()
+    for pid in pids:
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            continue
+    for group in groups:
+        kill_group(group, grace=2)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap(root):
+    """Kill the browsers under `root` whose owner process is dead (a SIGKILLed or OOM-killed worker) and remove
+    their directories. Only directories with our marker and an owner pid qualify. Returns how many were reaped."""
+    found = processes_under(root)
+    by_dir = {}
+    for pid, directory in found.items():
+        by_dir.setdefault(directory, []).append(pid)
+    reaped = 0
+    for directory, pids in by_dir.items():
+        owner = owner_of(directory)
+        if not owner or alive(owner):
+            continue
+        end_processes(pids)
+        reaped += 1
+        log.warning("reaped the browser of dead process %s (%s)", owner, os.path.basename(directory))
+    if os.path.isdir(root):
+        live = set(processes_under(root).values())
+        for name in os.listdir(root):
+            directory = os.path.join(os.path.realpath(root), name)
+            owner = owner_of(directory)
+            if owner and directory not in live and not alive(owner):
+                shutil.rmtree(directory, ignore_errors=True)
+    return reaped
