@@ -78,7 +78,8 @@ def measure(stack):
                 f"{requests} requests reached the model during replays"),
         ]
         stack.stop(worker)
-        if os.environ.get("BENCH_REPLAY_LOCAL", "1") != "0":  # about 10 minutes on 2 CPUs
+        # About 10 minutes on 2 CPUs: a full run only (BENCH_REPLAY_LOCAL=1 asks for it in a quick one).
+        if os.environ.get("BENCH_REPLAY_LOCAL", "0" if common.QUICK else "1") != "0":
             rows += local_model_rows(stack, pages, median(r[1] for r in replayed))
         return rows
     finally:
