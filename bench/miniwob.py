@@ -309,7 +309,7 @@ def main(argv=None):
                 write_results(results_path, settings, records)  # so far: an interrupted run keeps what it did
                 print(f"[{len(records)}/{len(episodes)}] {record['task']} seed {record['seed']}: "
                       f"{'SUCCESS' if record['success'] else 'fail'} raw {record['raw_reward']} "
-                      f"({record['reason'] or 'no ending'}), {record['status']}, {record['steps']} steps, "
+                      f"({record.get('reason') or 'no ending'}), {record['status']}, {record['steps']} steps, "
                       f"{record['seconds']} s, {record['model_calls']} model calls / {record['model_tokens']} tokens"
                       + (f" — {record['error'][:160]}" if record["error"] else ""), flush=True)
             return record

@@ -239,6 +239,11 @@ def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
             if "Questions" in heading:  # ... and answers one that asked
                 request_id = submitted({"prompt": "ask What is your name?", "executionMode": "cloud"})
                 found["<inputId>"] = _poll_until_over(base, headers, request_id)["hitlInputMetadata"]["inputId"]
+            if "Replay: run a successful task" in heading:  # its examples need a successful web run
+                request_id = submitted({"prompt": '/Operator\ngo to data:text/html,<button>OK</button>\nclick "OK"',
+                                        "executionMode": "cloud_browser"})
+                assert _poll_until_over(base, headers, request_id)["status"] == "success"
+                found["<requestId>"] = request_id
             for command in _commands(block):
                 if "/webhooks" in command:  # a delivery log is there once the task (the one with a callbackUrl) ended
                     _poll_until_over(base, headers, found["<requestId>"])

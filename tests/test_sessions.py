@@ -373,9 +373,10 @@ def test_remote_browser_environment_round_trip_in_a_session(service, api_key, si
     assert row.status == "ended" and profile_processes(row.profile_dir) == []
 
 
-def test_direct_actions_run_exactly_once_and_returned_urls_name_the_public_address(service, api_key, site):
+def test_direct_actions_run_exactly_once_and_returned_urls_name_the_public_address(service, site):
     """Back-to-back /extension-actions each start a server on the worker: only one serves, each command once.
     The session's URLs come from PUBLIC_URL (here the live service's own address), not from the Host header."""
+    api_key = make_key("cdp-once", plan="pro")  # a CDP session: free keys have none
     reply = requests.post(service.api_base + "/cloud-browser/create-cloud-browser-session", json={}, timeout=120,
                           headers={"x-api-key": api_key, "Host": "evil.example"})
     assert reply.status_code == 200, reply.text

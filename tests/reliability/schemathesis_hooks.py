@@ -18,11 +18,13 @@ DESCRIBED_FIELD_ERRORS = (  # validation: "<field>: <problem>" parts, one per fi
     "timeZone: '",
     "callbackHeaders: header(s) ",
     "callbackUrl: URL ",  # a host that is no valid name or canonical address (the field's description)
+    "allowedDomains: N: ",  # a host pattern the egress parser refuses (the field's description)
 )
 SUBMIT_FIELDS = ("prompt", "browserWindowId", "executionMode", "clearChat", "previousRequestId", "generateGif",
                  "responseFormat", "attachments", "timeZone", "mcpServers", "secretVariables", "inputVariables",
                  "chatHistory", "additionalContext", "reasoningMode", "callbackUrl", "callbackSecret",
-                 "callbackHeaders", "wait", "cloudBrowserSessionName", "body")
+                 "callbackHeaders", "wait", "cloudBrowserSessionName", "cloudBrowserSessionId", "allowedDomains",
+                 "replayOf", "script", "scriptId", "body")
 ITEM_INDEX = re.compile(r"^(\w+: )\d+: ")
 FIELD_PART = re.compile(r"(?:^| )(?=(?:" + "|".join(SUBMIT_FIELDS) + r"): )")
 

@@ -121,7 +121,7 @@ class BrowserEnvironment(Environment):
         refused = page_view.refusal_lines(refusals)
         here = [r for r in refusals if f"//{page_view.host_port(r['host'], r['port'])}" in (observation.url or "")
                 or f"//{r['host']}/" in (observation.url or "")]
-        if not here or observation.failed:
+        if not here or (observation.failed and not observation.error_page):  # the proxy's refusal page is one
             return replace(observation, refused=refused)
         why = f"Navigation refused by the egress policy: {here[0]['reason']}"
         return replace(observation, text=why, refused=refused, failed=True)
