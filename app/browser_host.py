@@ -21,6 +21,7 @@ MARKER = "rd-browser.json"  # in each browser directory: proves the processes na
 INNER_DRIVER_PORT = 9515  # chromedriver and DevTools inside the browser's own network namespace
 INNER_DEVTOOLS_PORT = 9222
 BWRAP, SOCAT, SETPRIV = "/usr/bin/bwrap", "/usr/bin/socat", "/usr/bin/setpriv"
+UNIX_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path is 108, NUL included)
 FLAGS = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
          "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain"]
@@ -124,6 +125,9 @@ class BrowserBox:
             raise HostUnavailable(problem)
         if any(char in str(path) for path in (self.directory, self.downloads) for char in ",:!\"'\\"):
             raise HostUnavailable(f"browser directories must not contain , : ! quotes or backslashes: {self.directory}")
+        if len(str(self.run / "devtools.sock").encode()) > UNIX_PATH_MAX:  # the kernel's sun_path limit
+            raise HostUnavailable(f"the browser's socket folder {self.run} is too long for a Unix socket path "
+                                  f"({UNIX_PATH_MAX} bytes): use a shorter VAR_DIR")
         ids = ensure_user()
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o755)  # the service's; inside, only what is bound below is visible

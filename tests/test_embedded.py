@@ -267,7 +267,8 @@ def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
                 if "cloudBrowserSessionId" in command:  # a kept session's task says what really runs it
                     assert requests.get(f"{base}/fast/v2/remote-dispatch/responses/{answer['requestId']}",
                                         headers=headers, timeout=10).json()["executionMode"] == "cloud_browser"
-                for field, placeholder in (("requestId", "<requestId>"), ("key", "file_…"), ("session_id", "cbs_…")):
+                for field, placeholder in (("requestId", "<requestId>"), ("key", "file_…"), ("session_id", "cbs_…"),
+                                           ("scriptId", "<scriptId>")):
                     if isinstance(answer.get(field), str):
                         found[placeholder] = answer[field]
     finally:

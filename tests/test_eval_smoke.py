@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -22,7 +23,8 @@ def eval_env(tmp_path_factory):
     subprocess.run(["bash", "tests/ensure_services.sh"], cwd=ROOT, check=True, capture_output=True,
                    env={**os.environ, "TEST_DB": db, "TEST_VHOST": vhost})
     return {**os.environ, "BENCH_DB": db, "BENCH_VHOST": vhost,
-            "BENCH_LOG_DIR": str(tmp_path_factory.mktemp("eval")), "LLM_BASE_URL": "", "LLM_MODEL": ""}
+            # short: the browser sandbox's Unix sockets live under VAR_DIR (a pytest tmp path is too long)
+            "BENCH_LOG_DIR": tempfile.mkdtemp(prefix="rd-eval-"), "LLM_BASE_URL": "", "LLM_MODEL": ""}
 
 
 def run_harness(env, tmp_path, *args):
