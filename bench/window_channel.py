@@ -45,8 +45,8 @@ def channel_latencies(stack, base, window_id, headers):
                 received[command["args"]["n"]] = time.time()
                 posted[command["args"]["n"]] = time.time()
                 http.post(f"{base}/fast/v2/browser-windows/commands/{command['commandId']}/result",
-                          json={"status": "success", "data": {"n": command["args"]["n"]}}, headers=headers,
-                          timeout=30)
+                          json={"status": "success", "data": {"url": "about:blank", "n": command["args"]["n"]}},
+                          headers=headers, timeout=30)
 
     thread = threading.Thread(target=extension, daemon=True)
     thread.start()
