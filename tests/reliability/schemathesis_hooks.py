@@ -19,6 +19,7 @@ DESCRIBED_FIELD_ERRORS = (  # validation: "<field>: <problem>" parts, one per fi
     "callbackHeaders: header(s) ",
     "callbackUrl: URL ",  # a host that is no valid name or canonical address (the field's description)
     "allowedDomains: N: ",  # a host pattern the egress parser refuses (the field's description)
+    "prompt: Missing data",  # required unless the task replays a script (the field's description)
     "script: ",  # a replay script is the object GET …/script returns (the field's description), checked as such
 )
 SUBMIT_FIELDS = ("prompt", "browserWindowId", "executionMode", "clearChat", "previousRequestId", "generateGif",
