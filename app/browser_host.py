@@ -10,6 +10,7 @@ import signal
 import socket
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -250,6 +251,35 @@ def driver_ready(url):
             return bool(json.load(reply)["value"].get("ready"))
     except (OSError, ValueError, KeyError, http.client.HTTPException):
         return False
+
+
+def unprivileged_chromedriver(chromedriver="/usr/bin/chromedriver"):
+    """A chromedriver that root can start and that runs (with the Chromium it starts) as the browsers' own user,
+    Chromium's sandbox on: a wrapper script in a fresh folder. For a Grid node run as root, and for browsers
+    outside the sandbox (baselines, test browsers): no browser of ours runs as root or with --no-sandbox."""
+    folder = tempfile.mkdtemp(prefix="rd-chromedriver-")
+    os.chmod(folder, 0o755)
+    home = os.path.join(folder, "home")
+    os.mkdir(home, 0o700)
+    ids = ensure_user()
+    prefix = ""
+    if ids:
+        os.chown(home, *ids)
+        prefix = f"{SETPRIV} --reuid={USER} --regid={USER} --clear-groups -- "
+    wrapper = os.path.join(folder, "chromedriver")
+    with open(wrapper, "w") as out:
+        out.write(f'#!/bin/sh\nexport HOME={home} TMPDIR={home}\nexec {prefix}{chromedriver} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return wrapper
+
+
+def browser_owned(*paths):
+    """Hand folders an unprivileged browser writes (its profile, downloads) to the browsers' user; the paths."""
+    ids = ensure_user()
+    for path in paths:
+        if ids:
+            os.chown(path, *ids)
+    return paths[0] if len(paths) == 1 else paths
 
 
 def wait_for_driver(url, proc, timeout=30):

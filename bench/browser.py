@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from app.browser_host import browser_owned, unprivileged_chromedriver
 from bench import common
 from bench.common import Row
 
@@ -139,10 +140,10 @@ def raw_driver():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="rd-bench-raw-")
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+    profile = browser_owned(tempfile.mkdtemp(prefix="rd-bench-raw-"))  # unprivileged, sandboxed, as ours are
+    for argument in ("--headless=new", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver = webdriver.Chrome(options=options, service=Service(unprivileged_chromedriver(CHROMEDRIVER)))
     driver.rd_profile = profile
     return driver
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from app.browser_host import browser_owned, unprivileged_chromedriver
 from tests.processes import ROOT, WebProcess, free_port
 
 EXTENSION_DIR = ROOT / "extension"
@@ -30,18 +31,19 @@ class ExtensionBrowser:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
-        self.profile = tempfile.mkdtemp(prefix="rd-ext-profile-")
-        self.downloads = downloads or tempfile.mkdtemp(prefix="rd-ext-downloads-")
+        # Chromium runs as the browsers' own user with its sandbox on (never as root, never --no-sandbox).
+        self.profile = browser_owned(tempfile.mkdtemp(prefix="rd-ext-profile-"))
+        self.downloads = browser_owned(downloads or tempfile.mkdtemp(prefix="rd-ext-downloads-"))
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
         for arg in ("--headless=new", f"--load-extension={EXTENSION_DIR}",
-                    f"--disable-extensions-except={EXTENSION_DIR}", "--no-sandbox", "--disable-gpu",
+                    f"--disable-extensions-except={EXTENSION_DIR}", "--disable-gpu",
                     "--no-first-run", "--disable-background-networking", "--disable-component-update",
                     "--disable-sync", f"--user-data-dir={self.profile}", "--window-size=1200,900"):
             options.add_argument(arg)
         options.add_experimental_option("prefs", {"download.default_directory": self.downloads,
                                                   "download.prompt_for_download": False})
-        self.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        self.driver = webdriver.Chrome(service=Service(unprivileged_chromedriver()), options=options)
         self.id = extension_id()
         self.base = f"chrome-extension://{self.id}"
 

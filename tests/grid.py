@@ -1,35 +1,14 @@
 """A real Selenium Grid 4 (standalone) on loopback for the Grid tests, driving Debian's chromedriver and Chromium."""
 import json
 import os
-import tempfile
 
 import pytest
 import requests
 
+from app.browser_host import unprivileged_chromedriver  # noqa: F401 (tests import it from here)
 from tests.processes import ManagedProcess, free_port
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
-
-
-def unprivileged_chromedriver():
-    """A chromedriver the Grid (or a test) can run as root that starts Chromium as the browsers' own user, with
-    Chromium's sandbox on (our flags never carry --no-sandbox): a wrapper script in a fresh folder."""
-    from app.browser_host import SETPRIV, USER, ensure_user
-
-    folder = tempfile.mkdtemp(prefix="rd-chromedriver-")
-    os.chmod(folder, 0o755)
-    home = os.path.join(folder, "home")
-    os.mkdir(home, 0o700)
-    ids = ensure_user()
-    prefix = ""
-    if ids:
-        os.chown(home, *ids)
-        prefix = f"{SETPRIV} --reuid={USER} --regid={USER} --clear-groups -- "
-    wrapper = os.path.join(folder, "chromedriver")
-    with open(wrapper, "w") as out:
-        out.write(f'#!/bin/sh\nexport HOME={home} TMPDIR={home}\nexec {prefix}{CHROMEDRIVER} "$@"\n')
-    os.chmod(wrapper, 0o755)
-    return wrapper
 
 
 def grid_argv(jar, port, max_sessions=2):

@@ -11,6 +11,7 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
+from app.browser_host import browser_owned, unprivileged_chromedriver
 from tests.browser_pages import Canary, RecordingServer, UdpCanary
 from tests.conftest import WorkerProcess, submit, wait_for_status, wait_until
 from tests.grid import selenium_grid  # noqa: F401 (fixture)
@@ -80,11 +81,11 @@ def session(tmp_path):
         downloads.mkdir(exist_ok=True)
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
-        profile = tempfile.mkdtemp(prefix="rd-egress-test-")
+        profile = browser_owned(tempfile.mkdtemp(prefix="rd-egress-test-"))
         profiles.append(profile)
         # A Grid node runs Chromium as rd-browser (tests/grid.py), with its sandbox and a profile of its own.
         arguments = ("--headless=new", "--disable-dev-shm-usage") if remote else (
-            "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}")
+            "--headless=new", "--disable-dev-shm-usage", f"--user-data-dir={profile}")
         for argument in arguments:
             options.add_argument(argument)
         harden_chrome_options(options, proxy, downloads)
@@ -92,7 +93,7 @@ def session(tmp_path):
             options.set_capability("se:name", "egress-test")
             driver = webdriver.Remote(remote, options=options)
         else:
-            driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+            driver = webdriver.Chrome(options=options, service=Service(unprivileged_chromedriver()))
         drivers.append(driver)
         driver.set_page_load_timeout(20)
         return driver, proxy
@@ -199,12 +200,12 @@ def test_webrtc_sends_no_udp_once_hardened(servers, session, tmp_path):
         before = page.udp.datagrams
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
-        for argument in ("--headless=new", "--no-sandbox", f"--user-data-dir={tmp_path / str(hardened)}"):
+        for argument in ("--headless=new", f"--user-data-dir={browser_owned(tempfile.mkdtemp(prefix='rd-rtc-'))}"):
             options.add_argument(argument)
         if hardened:
             driver, proxy = session({"ALLOW_PRIVATE_URLS": True})
         else:
-            driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+            driver = webdriver.Chrome(options=options, service=Service(unprivileged_chromedriver()))
         try:
             driver.get(page.url("/rtc"))
             WebDriverWait(driver, 30).until(lambda d: d.execute_script("return window.settled === true"))

@@ -17,6 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app import lifecycle
+from app.browser_host import unprivileged_chromedriver
 from app.dispatch import queries, service as dispatch_service
 from tests.conftest import ROOT, WorkerProcess, make_key
 from tests.processes import WebProcess
@@ -43,10 +44,10 @@ def live(app, webhook_ca):
 def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+    for arg in ("--headless=new", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1280,900", "--disable-extensions", "--no-first-run"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver = webdriver.Chrome(service=Service(unprivileged_chromedriver()), options=options)
     driver.set_page_load_timeout(30)
     yield driver
     driver.quit()

@@ -9,6 +9,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from app.browser_host import unprivileged_chromedriver
 from tests.processes import WebProcess
 
 pytestmark = pytest.mark.slow
@@ -24,12 +25,12 @@ def web(app):
 @pytest.fixture(scope="module")
 def offline_chromium():
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+    for arg in ("--headless=new", "--disable-dev-shm-usage", "--disable-gpu",
                 # No network: anything but loopback goes to a closed port.
                 "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=127.0.0.1"):
         options.add_argument(arg)
     options.binary_location = "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver = webdriver.Chrome(service=Service(unprivileged_chromedriver()), options=options)
     driver.set_page_load_timeout(30)
     yield driver
     driver.quit()
