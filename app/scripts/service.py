@@ -12,10 +12,6 @@ def _iso(ts):
     return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z") if ts else None
 
 
-def _own_task(api_key_id, request_id):
-    return get_task(api_key_id, request_id)
-
-
 def _script_of(task):
     if task.script is None:
         why = ("it has not finished" if task.status in ("pending", "input-required") else
@@ -28,7 +24,7 @@ def _script_of(task):
 
 def task_script(api_key_id, request_id):
     """GET /remote-dispatch/responses/{requestId}/script."""
-    task = _own_task(api_key_id, request_id)
+    task = get_task(api_key_id, request_id)
     script = _script_of(task)
     return {"requestId": task.id, "version": script.get("version", 1), "parameters": script.get("parameters", []),
             "secrets": script.get("secrets", []), "healed": script.get("healed", []), "script": script,
@@ -38,7 +34,7 @@ def task_script(api_key_id, request_id):
 def replay_for(api_key_id, data):
     """What a submit with replayOf, script or scriptId replays: ({"script", ...}, the prompt), or (None, None)."""
     if data.get("replayOf") is not None:
-        script = _script_of(_own_task(api_key_id, data["replayOf"]))
+        script = _script_of(get_task(api_key_id, data["replayOf"]))
         replay = {"script": script, "replayOf": data["replayOf"]}
     elif data.get("scriptId") is not None:
         saved, version = _latest(api_key_id, data["scriptId"])
@@ -94,7 +90,7 @@ def _view(saved, versions, full=True):
 
 def save(api_key_id, data):
     """POST /scripts: the script of a finished task of this key becomes version 1 of a saved script."""
-    task = _own_task(api_key_id, data["requestId"])
+    task = get_task(api_key_id, data["requestId"])
     body = {**_script_of(task), "version": 1}
     saved = Script(id=new_id(), api_key_id=api_key_id, name=data["name"], parameters=data.get("parameters") or {})
     db.session.add(saved)
