@@ -115,9 +115,10 @@ browser-or-warn:
 	          "SELENIUM_REMOTE_URL."
 
 ## Benchmarks (bench/): figures and ratios against baselines measured in the same run, on their own
-## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run.
+## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run. They reuse the tests'
+## helpers (page server, scripted model, HTTPS receiver, the extension in Chromium), hence the test install.
 BENCH_SERVICES := TEST_DB=remote_dispatch_bench TEST_VHOST=rd_bench bash tests/ensure_services.sh
-bench: $(STAMP) $(LLM_STAMP) browser
+bench: $(TEST_STAMP) $(LLM_STAMP) browser extension
 	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run
