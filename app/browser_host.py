@@ -38,7 +38,7 @@ class HostUnavailable(Exception):
 
 
 def chromium_flags(window_size=(1280, 900), locale="en-US"):
-    """The command-line flags every local or Grid browser of ours gets (never --no-sandbox)."""
+    """The command-line flags every local or Grid browser of ours gets: Chromium's own sandbox always stays on."""
     return FLAGS + [f"--window-size={int(window_size[0])},{int(window_size[1])}", f"--lang={locale}"]
 
 
@@ -256,7 +256,7 @@ def driver_ready(url):
 def unprivileged_chromedriver(chromedriver="/usr/bin/chromedriver"):
     """A chromedriver that root can start and that runs (with the Chromium it starts) as the browsers' own user,
     Chromium's sandbox on: a wrapper script in a fresh folder. For a Grid node run as root, and for browsers
-    outside the sandbox (baselines, test browsers): no browser of ours runs as root or with --no-sandbox."""
+    outside the sandbox (baselines, test browsers): no browser of ours runs as root or with its sandbox off."""
     folder = tempfile.mkdtemp(prefix="rd-chromedriver-")
     os.chmod(folder, 0o755)
     home = os.path.join(folder, "home")
