@@ -75,6 +75,30 @@ def _literal(text):
     return json.dumps(text)
 
 
+class _Converter(llama_grammar.SchemaConverter):
+    """llama-cpp-python's JSON Schema → grammar converter, which ignores a number's bounds: a non-negative
+    integer or number with a `maximum` gets at most as many digits as the maximum has (an element number, not a
+    16-digit run; `wait`'s seconds, not 240 of them)."""
+
+    def visit(self, schema, name):
+        maximum, minimum = schema.get("maximum"), schema.get("minimum")
+        if schema.get("type") in ("integer", "number") and isinstance(maximum, (int, float)) \
+                and isinstance(minimum, (int, float)) and minimum >= 0:
+            return self._add_rule(name or "root", f"[0-9]{{1,{len(str(int(maximum)))}}} space")
+        return super().visit(schema, name)
+
+
+def arguments_grammar(parameters):
+    """The grammar of a tool's arguments: JSON valid for its parameters (any JSON object where the converter
+    cannot compile them)."""
+    try:
+        converter = _Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+        converter.visit(converter.resolve_refs(parameters, "tool"), "")
+        return llama_grammar.LlamaGrammar.from_string(converter.format_grammar(), verbose=False)
+    except Exception:
+        return llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+
+
 @llama_chat_format.register_chat_completion_handler(NAME)
 def chat(llama, messages, tools=None, functions=None, tool_choice=None, max_tokens=None, temperature=0.2,
          stream=False, stop=None, **_):
@@ -109,11 +133,7 @@ def chat(llama, messages, tools=None, functions=None, tool_choice=None, max_toke
             if name is None:
                 content = head + complete(prompt + head, tokens=max(1, budget - 16))
         if name is not None:
-            schema = json.dumps(by_name[name].get("parameters") or {"type": "object"})
-            try:
-                grammar = llama_grammar.LlamaGrammar.from_json_schema(schema, verbose=False)
-            except Exception:  # a schema the converter cannot compile: any JSON object
-                grammar = llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+            grammar = arguments_grammar(by_name[name].get("parameters") or {"type": "object"})
             arguments = complete(f'{prompt}{CALL}{name}", "arguments": ', grammar)
             calls = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
                       "function": {"name": name, "arguments": arguments.strip()}}]

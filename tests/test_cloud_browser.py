@@ -176,7 +176,8 @@ def test_the_scripted_model_does_the_same_and_answers_the_schema(client, api_key
             tool_call("go_to", url=pages.url("/login")),
             lambda body: tool_call("type", text="ada", target=_number_of("Username", body)),
             tool_call("type", text="${PASSWORD}", target="#p"),
-            lambda body: tool_call("click", target=_number_of("Sign in", body)),
+            # As the model is offered it (what a grammar-constrained server emits): the number as a JSON integer.
+            lambda body: tool_call("click", target=int(_number_of("Sign in", body))),
             tool_call("click", target="Open the sales report"),
             tool_call("select", option="South", target="Region"),
             tool_call("extract", selector="#sales tr.row"),
@@ -194,8 +195,10 @@ def test_the_scripted_model_does_the_same_and_answers_the_schema(client, api_key
         assert [e["url"] for e in trace[:-1]] == [pages.url("/login")] * 3 + [
             pages.url("/home") + "?username=ada&password=${PASSWORD}"] + [pages.url("/report")] * 3
         requests = model.bodies()
-        tools = {t["function"]["name"] for t in requests[0]["tools"]}
-        assert {"go_to", "click", "type", "select", "scroll", "go_back", "extract"} <= tools
+        tools = {t["function"]["name"]: t["function"]["parameters"] for t in requests[0]["tools"]}
+        assert {"go_to", "click", "type", "select", "scroll", "go_back", "extract"} <= set(tools)
+        for name in ("click", "type", "select"):  # offered: element numbers (text targets still run, above)
+            assert tools[name]["properties"]["target"]["type"] == "integer", tools[name]
         # What the model saw: the table's rows after the select, the new tab's page after the click.
         last = requests[-1]["messages"]
         assert last[-1]["role"] == "tool" and last[-1]["content"] == "Kettle 12\nBlender 30"

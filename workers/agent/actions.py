@@ -26,6 +26,9 @@ class Tool:
     name: str
     description: str
     parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    # What a model is offered when it is narrower than what runs: a grammar-constrained server (llama.cpp,
+    # vLLM, OpenAI strict) then emits that form (an element number), while `parameters` still accepts the rest.
+    offered: dict | None = None
 
     def as_openai(self):
         return {"type": "function",

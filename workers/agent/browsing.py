@@ -58,14 +58,22 @@ class BrowserEnvironment(Environment):
         # Few tools with short descriptions: the page view follows every action, so there is no read tool,
         # and a small model picks better among fewer (hover, wait_for, switch_tab, read_page stay steps of
         # the built-in planner).
-        target = {"type": "string", "description": "Element number ([12] → \"12\") or its exact text."}
+        # A model is offered element numbers only: a small model whose calls a grammar constrains then picks a
+        # number from the page view instead of copying a URL or the tool's name as the target. Text targets
+        # (the built-in planner's, a free model's) still run.
+        target = {"type": ["integer", "string"], "description": "Element number ([12] → 12) or its exact text."}
+        number = {"type": "integer", "minimum": 0, "maximum": 9999,
+                  "description": "The element's number N, shown as [N] in the page."}
         return super().tools(response_schema) + [
             Tool("go_to", "Open a URL.", params(["url"], url=STRING)),
-            Tool("click", "Click an element.", params(["target"], target=target)),
+            Tool("click", "Click an element.", params(["target"], target=target),
+                 offered=params(["target"], target=number)),
             Tool("type", "Type text into a field (replaces its text).",
-                 params(["target", "text"], target=target, text=STRING)),
+                 params(["target", "text"], target=target, text=STRING),
+                 offered=params(["target", "text"], target=number, text=STRING)),
             Tool("select", "Choose an option of a select element.",
-                 params(["target", "option"], target=target, option=STRING)),
+                 params(["target", "option"], target=target, option=STRING),
+                 offered=params(["target", "option"], target=number, option=STRING)),
             Tool("press", "Press a key, e.g. Enter.", params(["key"], key=STRING)),
             Tool("scroll", "Scroll the page to see more.",
                  params(["direction"], direction={"type": "string", "enum": ["down", "up"]})),

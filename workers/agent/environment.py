@@ -65,8 +65,11 @@ class Environment:
         handler = getattr(self, f"do_{action.name}", None)
         if handler is None:  # a model can try something else; the built-in planner fails with this
             return Observation(self.unavailable(action.name), failed=True)
+        args = action.args
+        if isinstance(args.get("target"), int) and not isinstance(args["target"], bool):  # a model's element number
+            args = {**args, "target": str(args["target"])}
         try:
-            return handler(**action.args)
+            return handler(**args)
         except TypeError as exc:  # the planner passed arguments the tool does not take
             return Observation(f"Invalid arguments for {action.name}: {exc}", failed=True)
 

@@ -100,7 +100,7 @@ class ChatPlanner:
             content = tool_schemas.grammar_safe(self.brief.response_schema, base="#/properties/content")
             schema = {"type": "object", "properties": {"content": content}, "required": ["content"]}
         else:
-            schema = tool_schemas.parameters(tool.parameters)
+            schema = tool_schemas.parameters(tool.offered or tool.parameters)
         return {"type": "function", "function": {"name": tool.name, "description": tool.description,
                                                  "parameters": schema}}
 
