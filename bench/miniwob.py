@@ -114,8 +114,9 @@ class Api:
         return data.get("result") if isinstance(data, dict) and "result" in data else data
 
 
-def run_episode(api, pages, args, task, seed, meter):
-    """One episode; its record (never raises: a failure of the harness or the service is in `error`)."""
+def run_episode(api, pages, args, task, seed, meter, replay_of=None):
+    """One episode; its record (never raises: a failure of the harness or the service is in `error`).
+    `replay_of`: the episode replays that task's script (`replayOf`, no model) instead of planning."""
     record = {"task": task, "seed": seed, "planner": args.planner, "reward": None, "raw_reward": None,
               "success": False, "status": None, "steps": 0, "seconds": None, "model_calls": 0,
               "model_tokens": 0, "error": None, "left_host": False}
@@ -128,15 +129,17 @@ def run_episode(api, pages, args, task, seed, meter):
         utterance = api.action(window, "execute_javascript_on_page", code=START % {
             "seed": json.dumps(str(seed)), "max_ms": (args.episode_seconds + 120) * 1000})
         record["utterance"] = utterance
-        if args.planner == "steps":
+        if replay_of:
+            what = {"replayOf": replay_of}
+        elif args.planner == "steps":
             page = lambda code: api.action(window, "execute_javascript_on_page", code=code)  # noqa: E731
-            prompt = "\n".join(["/Operator", *PROGRAMS[task](utterance, page)])
+            what = {"prompt": "\n".join(["/Operator", *PROGRAMS[task](utterance, page)])}
         else:
-            prompt = f"/Operator {utterance}"
-        record["prompt"] = prompt
+            what = {"prompt": f"/Operator {utterance}"}
+        record.update(what)
         started = time.monotonic()
         request_id = api.call("POST", "/remote-dispatch", {
-            "prompt": prompt, "executionMode": "cloud_browser", "cloudBrowserSessionId": session["session_id"],
+            **what, "executionMode": "cloud_browser", "cloudBrowserSessionId": session["session_id"],
             "allowedDomains": [pages.host]})["requestId"]
         record["requestId"] = request_id
         # The task ends itself at the bound, or after the model call in flight (at most the bound again).
@@ -227,6 +230,9 @@ def parse_args(argv=None):
     parser.add_argument("--episode-seconds", type=int, default=120, help="each task's time bound")
     parser.add_argument("--concurrency", type=int, default=1, help="episodes at once")
     parser.add_argument("--results", default=None, help="the JSON results file (default: var/eval/…)")
+    parser.add_argument("--replay", action="store_true",
+                        help="replay each successful task's script (replayOf, no model) on the same seed, in a "
+                             "fresh session, and count the replays whose page reward is a success too")
     parser.add_argument("--report", metavar="RESULTS", nargs="+",
                         help="print the tables of earlier results files (several: side by side), run nothing")
     args = parser.parse_args(argv)
@@ -304,6 +310,11 @@ def main(argv=None):
 
         def one(episode):
             record = run_episode(api, pages, args, *episode, meter)
+            if args.replay and record["status"] == "success":  # a successful task has a script
+                replay = run_episode(api, pages, args, *episode, meter, replay_of=record["requestId"])
+                record["replay"] = {key: replay[key] for key in (
+                    "requestId", "success", "raw_reward", "status", "steps", "seconds", "model_calls", "error")
+                    if key in replay}
             with lock:
                 records.append(record)
                 write_results(results_path, settings, records)  # so far: an interrupted run keeps what it did
@@ -311,7 +322,8 @@ def main(argv=None):
                       f"{'SUCCESS' if record['success'] else 'fail'} raw {record['raw_reward']} "
                       f"({record.get('reason') or 'no ending'}), {record['status']}, {record['steps']} steps, "
                       f"{record['seconds']} s, {record['model_calls']} model calls / {record['model_tokens']} tokens"
-                      + (f" — {record['error'][:160]}" if record["error"] else ""), flush=True)
+                      + (f" — {record['error'][:160]}" if record["error"] else "")
+                      + (_replay_line(record["replay"]) if "replay" in record else ""), flush=True)
             return record
 
         pool = ThreadPoolExecutor(args.concurrency)
@@ -327,6 +339,12 @@ def main(argv=None):
     print_report(report)
     print(f"results: {results_path}", flush=True)
     return report
+
+
+def _replay_line(replay):
+    return (f"\n    replayed: {'SUCCESS' if replay['success'] else 'fail'} raw {replay['raw_reward']}, {replay['status']}, "
+            f"{replay['steps']} steps, {replay['seconds']} s, {replay['model_calls']} model calls"
+            + (f" — {replay['error'][:160]}" if replay.get("error") else ""))
 
 
 def write_results(path, settings, records):
@@ -371,6 +389,11 @@ def print_report(report):
     overall = report["overall"]
     print(f"median episode {overall['median_episode_seconds']} s; episodes that left the host: "
           f"{overall['left_host']}; harness errors: {overall['harness_errors']}", flush=True)
+    replays = [r["replay"] for r in report["episodes"] if "replay" in r]
+    if replays:
+        print(f"replays of the successful tasks' scripts: {sum(r['success'] for r in replays)}/{len(replays)} "
+              f"rewarded by the page, {sum(r['model_calls'] for r in replays)} model calls, median "
+              f"{statistics.median(r['seconds'] for r in replays if r['seconds'] is not None)} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -50,10 +50,17 @@ def assert_every_episode_was_measured(report, episodes):
 
 def test_hand_written_steps_and_the_bundled_model_run_through_the_harness(eval_env, tmp_path):
     report, out = run_harness(eval_env, tmp_path, "--planner", "steps", "--tasks", "click-link,login-user",
-                              "--seeds", "1", "--first-seed", "4")
+                              "--seeds", "1", "--first-seed", "4", "--replay")
     assert_every_episode_was_measured(report, 2)
     assert "| overall |" in out and out.count("] click-link seed 4:") == 1
     assert [r["prompt"].splitlines()[0] for r in report["episodes"]] == ["/Operator", "/Operator"]
+    # --replay: each successful task's script ran again on the same seed, in a new session, as its own task.
+    for record in report["episodes"]:
+        if record["status"] == "success":
+            replay = record["replay"]
+            assert replay["requestId"] != record["requestId"] and replay["status"] in ("success", "error"), replay
+            assert isinstance(replay["raw_reward"], (int, float)), replay
+    assert "replays of the successful tasks' scripts:" in out
 
     report, out = run_harness(eval_env, tmp_path, "--planner", "model", "--tasks", "click-test", "--seeds", "1",
                               "--max-steps", "2", "--episode-seconds", "20")
