@@ -507,7 +507,17 @@
         var narrower = hit.filter(keys[j][1]);
         if (narrower.length) hit = narrower;
       }
-      var r = {ok: true, count: hit.length, matches: brief(hit), by: keys[i][0]};
+      var by = keys[i][0];
+      // Still several (the recorded page too had two "No" buttons): the one at the recorded place, if exactly
+      // one is there. Twins that both fit the recorded path (it had no position: the element had no
+      // same-tag sibling then) stay ambiguous.
+      if (hit.length > 1 && loc.css) {
+        var placed;
+        try { placed = all(loc.css); } catch (e) { placed = []; }
+        var there = hit.filter(function (el) { return placed.indexOf(el) >= 0; });
+        if (there.length === 1) { hit = there; by += " and place"; }
+      }
+      var r = {ok: true, count: hit.length, matches: brief(hit), by: by};
       if (hit.length === 1) r.index = stamp(hit[0]).index;
       return r;
     }

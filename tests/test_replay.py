@@ -193,6 +193,24 @@ def test_without_a_model_a_moved_button_replays_and_a_gone_or_ambiguous_one_ends
         worker.stop()
 
 
+def test_of_two_elements_with_one_name_the_replay_clicks_the_one_at_the_recorded_place(client, api_key, pages):
+    # Two "No" buttons from the start (MiniWoB's click-button has such pages): the run told them apart by place.
+    pages.pages["/pair"] = """<html><head><title>Pair</title></head><body><h1>none</h1>
+<button onclick="document.querySelector('h1').textContent='first'">No</button>
+<button onclick="document.querySelector('h1').textContent='second'">No</button></body></html>"""
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="replay-pair")
+    try:
+        prompt = "\n".join(["/Operator", f"go to {pages.url('/pair')}", 'click "body > button:nth-of-type(2)"',
+                            "extract h1"])
+        recorded, body = run(client, api_key, {"prompt": prompt})
+        assert body["status"] == "success" and body["response"]["text"] == "second", json.dumps(body)[:2000]
+        _, body = run(client, api_key, {"replayOf": recorded})
+        assert body["status"] == "success", json.dumps(body)[:2000]
+        assert body["response"]["text"] == "second"
+    finally:
+        worker.stop()
+
+
 def test_a_submitted_script_is_checked(client, api_key):
     bad = submit(client, api_key, {**BROWSER, "script": {"steps": [{"action": "click", "args": {}}]}})
     assert bad.status_code == 400 and "target" in json.dumps(bad.get_json())

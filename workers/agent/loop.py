@@ -127,8 +127,9 @@ class AgentLoop:
                     "Do something else: another element, another action, or answer."))
                 continue
             start = time.time()
-            url = self.environment.url()
             running = action.name in SHOWN_WHILE_RUNNING
+            # Where the step starts: asked of the browser only when the entry needs it before the step's own URL.
+            url = self.environment.url() if running else None
             if running:  # replaced by the finished entry below
                 self.state.trace.append({"url": self.secrets.redact(url), "running": True,
                                          "action": self.secrets.redact(action.description or action.name),
@@ -148,7 +149,7 @@ class AgentLoop:
                 raise
             end = time.time()
             observation = replace(observation, text=self.secrets.redact(observation.text),
-                                  url=self.secrets.redact(observation.url or url))
+                                  url=self.secrets.redact(observation.url or url or self.environment.url()))
             self.state.actions += 1
             log.info("action %d: %s", self.state.actions, self.secrets.redact(action.description or action.name))
             entry = {

@@ -190,10 +190,13 @@ class SeleniumBrowser(Browser):
         except WebDriverException:
             return
         new = [h for h in handles if h not in self._known_handles]
+        gone = len(self._known_handles) - (len(handles) - len(new))
         self._known_handles = [h for h in self._known_handles if h in handles] + new
         if new:
             self.driver.switch_to.window(new[-1])
             self._emulate(new[-1])
+            return
+        if not gone:  # no tab closed, so the current one is still there (one round trip fewer per action)
             return
         try:
             self.driver.current_window_handle
