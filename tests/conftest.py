@@ -49,14 +49,26 @@ def app():
 def _clean_state(app):
     """Every test starts with empty tables and empty queues."""
     from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
 
     from app.extensions import db
 
     with app.app_context():
         end_cloud_sessions()
         tables = ", ".join(t.name for t in db.metadata.sorted_tables)
-        db.session.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
-        db.session.commit()
+        for attempt in range(5):
+            try:
+                db.session.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+                db.session.commit()
+                break
+            except OperationalError as exc:
+                # A process the previous test started may still be finishing a write (a session's browser
+                # ending, a sweep): its row locks and TRUNCATE's table locks, taken in another order, can
+                # deadlock, and Postgres ends our side. Let it finish, then empty the tables again.
+                db.session.rollback()
+                if "deadlock detected" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.5)
         purge_queues(app)
     ctx = app.app_context()
     ctx.push()
