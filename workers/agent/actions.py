@@ -30,10 +30,6 @@ class Tool:
     # vLLM, OpenAI strict) then emits that form (an element number), while `parameters` still accepts the rest.
     offered: dict | None = None
 
-    def as_openai(self):
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
-
 
 def params(required=(), **properties):
     """A JSON Schema object for tool arguments; each property is a JSON Schema."""
