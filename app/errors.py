@@ -1,7 +1,7 @@
 """Every error response is `{error, message}` (plus extra fields some errors carry)."""
 import logging
 
-from flask import jsonify
+from flask import g, has_request_context, jsonify
 from sqlalchemy.exc import OperationalError, InterfaceError
 from werkzeug.exceptions import HTTPException
 
@@ -41,6 +41,8 @@ def error_response(status, error, message, headers=None, **extra):
     response = jsonify({"error": error, "message": message, **extra})
     response.status_code = status
     response.headers.update(headers or {})
+    if has_request_context() and "Retry-After" in response.headers:
+        g.retry_after = response.headers["Retry-After"]  # the rate limiter would replace it (app.ratelimits)
     return response
 
 

@@ -41,9 +41,13 @@ def init_app(app):
 
 
 def _retry_after_only_when_refused(response):
-    """flask-limiter adds Retry-After to every response it counts; it means something only on 429
-    (and 503, whose handler sets its own)."""
-    if response.status_code not in (429, 503):
+    """flask-limiter sets Retry-After on every response it counts, over any the response had; its value means
+    something only on 429. Any other response keeps the one its handler set (a 503's), or none."""
+    if response.status_code == 429:
+        return response
+    if own := g.get("retry_after"):
+        response.headers["Retry-After"] = own
+    else:
         response.headers.pop("Retry-After", None)
     return response
 

@@ -407,6 +407,45 @@ def test_direct_actions_run_exactly_once_and_returned_urls_name_the_public_addre
     assert action("execute_javascript_on_page", code="window.__n") == {"result": 6}
 
 
+def test_a_direct_action_while_the_queue_is_down_is_refused_with_503_and_never_runs_later(service, site):
+    """The worker that runs a session's direct actions is reached through RabbitMQ: with it down, and no worker
+    still serving the window, the caller gets a 503 saying the action was not run, and the command is
+    withdrawn, so a worker serving the window later does not run it behind the caller's back."""
+    from sqlalchemy import text
+
+    from app import create_app
+    from workers.session_actions import LOCK_CLASS
+
+    api_key = make_key("queue-down", plan="pro")
+    created = create(service, api_key)
+    window = created["browser_window_id"]
+    count = {"name": "execute_javascript_on_page",
+             "code": "window.__n = (window.__n || 0) + 1; return window.__n;"}
+
+    def body(action):
+        return {"browserWindowId": window, "actionExecutionId": secrets.token_hex(4), "action": action}
+
+    opened = api(service, api_key, "POST", "/extension-actions", json=body(
+        {"name": "go_to_url", "url": site.url("/page/first"), "new_tab": False}))
+    assert opened.status_code == 200, opened.text
+
+    queue_down = create_app({"BROKER_URL": "amqp://guest:guest@127.0.0.1:1//"})
+    serving = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = :kind "
+                   "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+    wait_until(lambda: db.session.execute(serving, {"kind": LOCK_CLASS}).scalar() == 0 or db.session.rollback(),
+               "the worker serving the session's actions to stop", timeout=30)
+    with queue_down.app_context():
+        refused = queue_down.test_client().post("/fast/v2/extension-actions", json=body(count),
+                                                headers={"x-api-key": api_key})
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "5", (refused.headers, refused.get_json())
+    assert refused.get_json() == {"error": "Service Unavailable", "message": (
+        "The task queue is unavailable, so the action was not run; retry in a few seconds.")}
+
+    counted = api(service, api_key, "POST", "/extension-actions", json=body(count))
+    assert counted.status_code == 200, counted.text
+    assert json.loads(counted.json()["data"]) == {"result": 1}  # the refused increment never ran
+
+
 def test_downloads_of_sessions_ended_long_ago_are_purged_by_the_files_sweep(app, api_key):
     from datetime import datetime, timedelta, timezone
 

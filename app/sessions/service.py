@@ -102,8 +102,13 @@ def serve_actions(session_id):
     """Have a worker answer the session window's direct actions (POST /extension-actions) in its browser.
     Published after the command row commits: a worker already serving the session looks for it before it
     stops, and this one serves it if that worker has stopped."""
-    current_app.extensions["celery"].send_task("workers.serve_session_actions", args=[session_id],
-                                               queue=WEBHOOKS_QUEUE)
+    try:
+        current_app.extensions["celery"].send_task("workers.serve_session_actions", args=[session_id],
+                                                   queue=WEBHOOKS_QUEUE)
+    except Exception as exc:  # broker down: the caller learns it, and the command is withdrawn
+        log.warning("publish of session %s actions failed: %s", session_id, exc)
+        raise ApiError(503, "Service Unavailable", "The task queue is unavailable, so the action was not run; "
+                       "retry in a few seconds.", {"Retry-After": "5"}) from exc
 
 
 def stop(api_key_id, session_id, reason="complete"):

@@ -256,7 +256,13 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
     with waiters.watch(f"command:{command_id}") as woken:
         db.session.commit()
         if on_queued is not None:
-            on_queued()
+            try:
+                on_queued()
+            except Exception:
+                # Whoever was asked to serve it was not reached (the queue is down). A server still running may
+                # have taken it already, and then its result is awaited; else it is withdrawn, never run late.
+                if _withdraw(command_id, only_pending=True):
+                    raise
         while True:
             woken.clear()
             row = db.session.execute(select(WindowCommand.state, WindowCommand.result)
@@ -272,14 +278,22 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
             remaining = deadline - time.monotonic()
             stopped = should_stop is not None and should_stop()
             if remaining <= 0 or stopped:
-                db.session.execute(update(WindowCommand).where(WindowCommand.id == command_id,
-                                                               WindowCommand.state != "done")
-                                   .values(state="expired", completed_at=now(), args=seal({})))
-                db.session.commit()
+                _withdraw(command_id)
                 if stopped:
                     raise CommandStopped(f"Stopped while the browser window ran '{name}'.")
                 raise CommandTimeout(f"The browser window did not answer '{name}' within {timeout:g} s.")
             waiters.wait(woken, remaining if should_stop is None else min(remaining, STOP_CHECK_SECONDS))
+
+
+def _withdraw(command_id, only_pending=False):
+    """Expire a command not yet done (not yet taken: `only_pending`), so a late extension or worker never runs
+    it; True if it was."""
+    withdrawn = db.session.execute(
+        update(WindowCommand).where(WindowCommand.id == command_id,
+                                    WindowCommand.state == "pending" if only_pending else WindowCommand.state != "done")
+        .values(state="expired", completed_at=now(), args=seal({}))).rowcount == 1
+    db.session.commit()
+    return withdrawn
 
 
 def _notify(key):
