@@ -228,6 +228,20 @@ def test_a_failed_action_says_why_and_the_browser_is_closed(client, api_key, pag
     no_browser_left()
 
 
+def test_go_to_a_path_opens_it_on_the_current_page_s_site(client, api_key, pages, browser_worker):
+    """`go to /report`, as a small model writes it, is the path on the site of the page the browser is on (as a
+    link's href would be), not a host named "report"."""
+    request_id = submit(client, api_key, {
+        **BROWSER, "prompt": f"/Operator\ngo to {pages.url('/login')}\ngo to /report\nextract h1"}
+    ).get_json()["requestId"]
+    body = wait_for_status(client, api_key, request_id, timeout=60)
+    assert body["status"] == "success", body["response"]["text"]
+    went = body["response"]["actionTrace"][1]
+    assert went["action"] == "go to /report" and went["url"] == pages.url("/report") and "failed" not in went
+    assert body["response"]["text"] == "Sales"
+    no_browser_left()
+
+
 def test_a_url_with_a_placeholder_that_is_no_secret_is_not_opened(client, api_key, pages, browser_worker):
     # A small model writes `go to ${USER}`: the browser must not send a made-up host name to DNS.
     request_id = submit(client, api_key, {

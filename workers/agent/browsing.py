@@ -2,6 +2,7 @@
 import logging
 import time
 from dataclasses import replace
+from urllib.parse import urljoin, urlsplit
 
 from . import page_view
 from .actions import STRING, Finish, Observation, Tool, params
@@ -11,6 +12,7 @@ from .secrets import unknown_placeholder
 from workers.browser.base import BrowserError
 
 log = logging.getLogger(__name__)
+WEB = ("http", "https")
 ENDINGS_WITHOUT_PAGE = ("answer", "ask_user", "fail", "wait", "current_time", "read_attachment")
 BLANK = ("", "about:blank", "data:,", "chrome://newtab/")
 
@@ -175,7 +177,9 @@ class BrowserEnvironment(Environment):
 
         if unknown := unknown_placeholder(url):
             return Observation(unknown, self.url(), failed=True)
-        if "://" not in url and not url.startswith(("data:", "about:")):
+        if url.startswith(("/", "./", "../", "?", "#")) and urlsplit(here := self.url() or "").scheme in WEB:
+            url = urljoin(here, url)  # a path on the current page's site, as a link's href would be
+        elif "://" not in url and not url.startswith(("data:", "about:")):
             url = "https://" + url
         return self._act(lambda: self.browser.open(check_typed_url(url)))
 
