@@ -11,7 +11,7 @@ def create_app(overrides=None):
     from . import cli, console, errors, health, ratelimits
     from .api import SWAGGER_UI_ASSETS, api, swagger_ui_assets
     from .dispatch.routes import blp as dispatch_blp
-    from .extensions import celery_init_app, db, migrate
+    from .extensions import celery_init_app, db
     from .files.routes import blp as files_blp
     from .scripts.routes import blp as scripts_blp
     from .sessions.routes import blp as sessions_blp
@@ -36,7 +36,6 @@ def create_app(overrides=None):
     app.json.sort_keys = False
 
     db.init_app(app)
-    migrate.init_app(app, db, directory=_migrations_dir())
     celery_init_app(app)
     ratelimits.init_app(app)
     TaskWaiters.for_app(app)
@@ -69,9 +68,3 @@ def _engine_options(url):
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": 30}}
     return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20, "pool_timeout": 5}
-
-
-def _migrations_dir():
-    import os
-
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "migrations")

@@ -1,6 +1,5 @@
 """Extension objects, created unbound and initialised by `create_app()`."""
 from celery import Celery, Task
-from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -12,7 +11,6 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
-migrate = Migrate()
 
 TASKS_QUEUE = "tasks"
 WEBHOOKS_QUEUE = "webhooks"

@@ -391,10 +391,11 @@ class Stack:
 
     def __enter__(self):
         from app import create_app
+        from app.cli import with_migrations
 
         self.started = time.monotonic()
         self.procs = []
-        self.flask_app = create_app()
+        self.flask_app = with_migrations(create_app())
         self.ctx = self.flask_app.app_context()
         self.ctx.push()
         self._reset_database()

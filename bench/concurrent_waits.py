@@ -165,10 +165,10 @@ def main():
     from sqlalchemy import text
 
     from app import create_app
-    from app.cli import create_key
+    from app.cli import create_key, with_migrations
     from app.extensions import db
 
-    app = create_app()
+    app = with_migrations(create_app())
     with app.app_context():
         with db.engine.begin() as conn:
             conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))

@@ -35,9 +35,10 @@ def app():
     from sqlalchemy import text
 
     from app import create_app
+    from app.cli import with_migrations
     from app.extensions import db
 
-    app = create_app({"TESTING": True})
+    app = with_migrations(create_app({"TESTING": True}))
     with app.app_context():
         with db.engine.begin() as conn:
             conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
