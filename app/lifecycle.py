@@ -19,17 +19,22 @@ TERMINAL = ("success", "error")
 
 
 def claim(task_id, owner):
-    """Take the lease on a pending, unleased task; returns the attempt number or None."""
+    """Take the lease on a pending, unleased task; returns the claimed row or None.
+
+    The row comes back from the claim's own UPDATE and detached from the session: the run reads it once, and
+    nothing of it is reloaded in a transaction later."""
     lease = current_app.config["LEASE_SECONDS"]
-    row = db.session.execute(
+    task = db.session.execute(
         update(Task)
         .where(Task.id == task_id, Task.status == "pending", Task.lease_owner.is_(None))
         .values(lease_owner=owner, lease_expires_at=now_plus(lease), attempt=Task.attempt + 1,
                 started_at=db.func.coalesce(Task.started_at, now()))
-        .returning(Task.attempt)
-    ).first()
+        .returning(Task)
+    ).scalars().first()
+    if task is not None:
+        db.session.expunge(task)
     db.session.commit()
-    return row[0] if row else None
+    return task
 
 
 def renew(conn, task_id, owner, lease_seconds):

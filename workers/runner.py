@@ -71,20 +71,23 @@ class Lease:
 def execute_task(task_id):
     """Idempotent: a task that is not claimable (done, or held by another worker) is left alone."""
     owner = worker_identity()
-    if lifecycle.claim(task_id, owner) is None:
+    # Read once, from the claim, and let go: no transaction stays open across the run's slow work (browser
+    # start, model calls, steps), and nothing of the row is reloaded in one.
+    task = lifecycle.claim(task_id, owner)
+    if task is None:
         log.info("task %s not claimable; duplicate or finished message ignored", task_id)
         return
     config = current_app.config
-    task = db.session.get(Task, task_id)
-    # Read once and let go: no transaction stays open across the run's slow work (browser start, model
-    # calls, steps), and nothing of the row is reloaded in one.
-    db.session.expunge(task)
-    db.session.rollback()
     secrets = Secrets(unseal(task.secrets_sealed))
     secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
-        stop = lambda: (lease.lost.is_set() or shutdown.requested.is_set()  # noqa: E731
-                        or _cancel_requested(task_id))
+        cancel_read = [task.cancel_requested]  # the claim just read it: the first check needs no query
+
+        def stop():
+            if lease.lost.is_set() or shutdown.requested.is_set():
+                return True
+            return cancel_read.pop() if cancel_read else _cancel_requested(task_id)
+
         loop = None
         time_up = Outcome("error", "Time limit reached: the worker's time limit for one task "
                                    f"({config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
