@@ -150,9 +150,10 @@ def run_episode(api, pages, args, task, seed, meter, replay_of=None):
         trace = (result.get("response") or {}).get("actionTrace") or []
         record["steps"] = (result.get("usage") or {}).get("actions") or len(trace)
         record["refused"] = sorted({r for entry in trace for r in entry.get("refused", [])})
-        # A step that ended on another host's page (a refused navigation fails its step: the fence held there).
-        record["left_host"] = any(entry.get("url") and urlsplit(entry["url"]).netloc not in ("", pages.host)
-                                  and not entry["url"].startswith(("about:", "data:")) and not entry.get("failed")
+        # A step that ended on another web host's page (a refused navigation fails its step: the fence held
+        # there). The browser's own pages (about:, chrome://new-tab-page after going back too far) are no host.
+        record["left_host"] = any(entry.get("url") and urlsplit(entry["url"]).scheme in ("http", "https")
+                                  and urlsplit(entry["url"]).netloc != pages.host and not entry.get("failed")
                                   for entry in trace)
         if result["status"] == "error":
             record["error"] = ((result.get("response") or {}).get("text") or "")[:500]
