@@ -26,7 +26,9 @@ def signature(function):
     required = set(schema.get("required") or ())
     args = []
     for name, prop in (schema.get("properties") or {}).items():
-        kind = ("|".join(json.dumps(v) for v in prop["enum"]) if "enum" in prop
+        # An element number's enum (the page's numbers, a new list each step) is left to the grammar: the
+        # page view lists them, and the prompt's head stays the same from step to step (llama.cpp's cache).
+        kind = ("|".join(json.dumps(v) for v in prop["enum"]) if "enum" in prop and prop.get("type") != "integer"
                 else prop.get("type") if prop.get("type") in ("string", "number", "integer", "boolean")
                 else json.dumps(prop, ensure_ascii=False))
         note = f" ({prop['description']})" if prop.get("description") else ""
@@ -82,8 +84,8 @@ class _Converter(llama_grammar.SchemaConverter):
 
     def visit(self, schema, name):
         maximum, minimum = schema.get("maximum"), schema.get("minimum")
-        if schema.get("type") in ("integer", "number") and isinstance(maximum, (int, float)) \
-                and isinstance(minimum, (int, float)) and minimum >= 0:
+        if schema.get("type") in ("integer", "number") and "enum" not in schema \
+                and isinstance(maximum, (int, float)) and isinstance(minimum, (int, float)) and minimum >= 0:
             return self._add_rule(name or "root", f"[0-9]{{1,{len(str(int(maximum)))}}} space")
         return super().visit(schema, name)
 

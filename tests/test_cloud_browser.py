@@ -199,6 +199,13 @@ def test_the_scripted_model_does_the_same_and_answers_the_schema(client, api_key
         assert {"go_to", "click", "type", "select", "scroll", "go_back", "extract"} <= set(tools)
         for name in ("click", "type", "select"):  # offered: element numbers (text targets still run, above)
             assert tools[name]["properties"]["target"]["type"] == "integer", tools[name]
+        # Each turn, an element number is one the latest page view shows (the new-tab page's, then the login form's).
+        for request in requests[:2]:
+            view = next(m["content"] for m in reversed(request["messages"]) if "URL: " in (m.get("content") or ""))
+            shown = sorted({int(n) for n in re.findall(r"\[(\d+)\]<", view)})
+            offered = {t["function"]["name"]: t["function"]["parameters"] for t in request["tools"]}
+            assert shown and offered["click"]["properties"]["target"]["enum"] == shown, (shown, offered["click"])
+        assert "Username" in view and len(shown) >= 3
         # What the model saw: the table's rows after the select, the new tab's page after the click.
         last = requests[-1]["messages"]
         assert last[-1]["role"] == "tool" and last[-1]["content"] == "Kettle 12\nBlender 30"

@@ -62,11 +62,14 @@ def assert_sound(model, body, prior_credits=0.0, prior_actions=0, prior_entries=
     for entry in trace:
         assert {"url", "action", "startTs", "endTs", "durationMs"} <= set(entry), entry
         assert entry["startTs"] <= entry["endTs"] and entry["durationMs"] >= 0
-    for exchange in exchanges:  # an element is named by its number, bounded by the offered schema's maximum
+    for exchange in exchanges:  # an element is named by its number: one of the latest page view's when one was shown
+        offered = {t["function"]["name"]: t["function"]["parameters"]["properties"].get("target") or {}
+                   for t in json.loads(exchange["raw"]).get("tools") or ()}
         for call in exchange["response"]["choices"][0]["message"].get("tool_calls") or ():
             if call["function"]["name"] in ("click", "type", "select"):
                 target = json.loads(call["function"]["arguments"])["target"]
                 assert isinstance(target, int) and 0 <= target <= 9999, call
+                assert target in offered[call["function"]["name"]].get("enum", [target]), (call, offered)
     tokens = 0
     for exchange in exchanges:
         usage = exchange["response"]["usage"]

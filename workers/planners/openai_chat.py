@@ -2,12 +2,14 @@
 import base64
 import json
 import logging
+import re
 import time
 
 import jsonschema
 import openai
 
 from app import json_schemas
+from workers.agent import page_view
 from workers.agent.actions import Action, PlannerError, Stopped, describe
 from workers.agent.conversation import new_call_id
 
@@ -161,6 +163,7 @@ class ChatPlanner:
         wire = [{"role": "system", "content": self.system}] + [_wire(m) for m in context.fit(messages, room, start)]
         if nudge:
             wire = _with_user_text(wire, NUDGE)
+        tools = _targets_on_the_page(self.tools, messages)
         if image is not None and self.vision:
             wire = wire + [{"role": "user", "content": [
                 {"type": "text", "text": "A screenshot of the page now:"},
@@ -168,14 +171,14 @@ class ChatPlanner:
                                                            + base64.b64encode(image).decode()}}]}]
         try:
             try:
-                completion = self._call(wire)
+                completion = self._call(wire, tools)
             except openai.APIStatusError as exc:
                 if not (self.tool_choice == "required" and exc.status_code in (400, 422, 500, 501)):
                     raise
                 log.info("the model server refused tool_choice=required (HTTP %s): asking with auto",
                          exc.status_code)
                 self.tool_choice = "auto"
-                completion = self._call(wire)
+                completion = self._call(wire, tools)
         except model_call.OutOfTime:
             budget = self.budget_seconds or self.timeout * (1 + self.retries)
             raise PlannerError(f"Time limit reached: task time budget of {budget:g} s exhausted "
@@ -199,12 +202,12 @@ class ChatPlanner:
             raise PlannerError("The language model returned no choices.")
         return completion.choices[0].message
 
-    def _call(self, wire):
+    def _call(self, wire, tools):
         """One request, bounded by the task's time budget and ended by cancel (workers/planners/model_call.py)."""
         deadline = self.deadline or time.monotonic() + self.timeout * (1 + self.retries)
         return model_call.complete(
             self.client, self._transport,
-            dict(model=self.model, messages=wire, tools=self.tools, tool_choice=self.tool_choice,
+            dict(model=self.model, messages=wire, tools=tools, tool_choice=self.tool_choice,
                  max_tokens=self.max_tokens),
             timeout=self.timeout, retries=self.retries, deadline=deadline, should_stop=self.should_stop)
 
@@ -294,3 +297,28 @@ def _reason(exc):
 def _short(text, limit=300):
     text = str(text)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+ELEMENT = re.compile(r"\[(\d+)\]<")  # a numbered element of a page view: [12]<button ...>
+MAX_TARGETS = 300  # beyond this many elements the list would cost more prompt than it saves
+
+
+def _targets_on_the_page(tools, messages):
+    """The tools as offered this turn: an element number `target` is one of the numbers of the latest page view
+    (a failed action's reply has none: the view before it still stands). A server that constrains decoding then
+    cannot make up a number the page does not have."""
+    view = next((m["content"] for m in reversed(messages)
+                 if isinstance(m.get("content"), str) and page_view.is_view(m["content"])), None)
+    numbers = sorted({int(n) for n in ELEMENT.findall(view)}) if view else []
+    if not numbers or len(numbers) > MAX_TARGETS:
+        return tools
+    offered = []
+    for tool in tools:
+        parameters = tool["function"]["parameters"]
+        target = (parameters.get("properties") or {}).get("target")
+        if target is not None and target.get("type") == "integer":
+            parameters = {**parameters, "properties": {**parameters["properties"],
+                                                       "target": {**target, "enum": numbers}}}
+            tool = {**tool, "function": {**tool["function"], "parameters": parameters}}
+        offered.append(tool)
+    return offered
