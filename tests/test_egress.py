@@ -14,7 +14,7 @@ import pytest
 import requests
 import trustme
 
-from app import egress
+from app import egress_http
 from app.egress import EgressRefused, Policy, UnsafeUrl
 
 
@@ -142,7 +142,7 @@ def test_bypass_forms_never_reach_the_canary(canary, public, policy):
     refused = []
     for url in bypass_forms(canary.port, public.port):
         with pytest.raises(EgressRefused) as caught:
-            egress.fetch(policy, "GET", url, timeout=5)
+            egress_http.fetch(policy, "GET", url, timeout=5)
         refused.append((url, str(caught.value)))
     assert canary.requests == [], refused
     # The redirect forms did reach the public host: the refusal came from re-checking the Location.
@@ -157,19 +157,19 @@ def test_the_issues_exact_attack_is_refused_as_a_backslash(canary, public, polic
 
 
 def test_the_public_stand_in_is_reachable(public, policy):
-    response = egress.fetch(policy, "GET", public.url("/page?q=1"), timeout=5)
+    response = egress_http.fetch(policy, "GET", public.url("/page?q=1"), timeout=5)
     assert response.status_code == 200 and b"reached /page?q=1" in response.content
     assert public.requests == [("GET", "/page?q=1", f"127.0.0.2:{public.port}")]
 
 
 def test_redirects_between_public_addresses_are_followed(public, policy):
-    response = egress.fetch(policy, "GET", public.url(f"/redirect?to={public.url('/next')}"), timeout=5)
+    response = egress_http.fetch(policy, "GET", public.url(f"/redirect?to={public.url('/next')}"), timeout=5)
     assert response.status_code == 200 and response.url == public.url("/next")
 
 
 def test_the_canary_answers_when_private_urls_are_allowed(canary):
     """The control: the canary is a working server, so zero requests above means refused."""
-    response = egress.fetch(Policy(allow_private=True), "GET", canary.url("/x"), timeout=5)
+    response = egress_http.fetch(Policy(allow_private=True), "GET", canary.url("/x"), timeout=5)
     assert b"reached /x" in response.content and len(canary.requests) == 1
 
 
@@ -177,9 +177,9 @@ def test_allow_hosts_admits_only_the_listed_port(canary):
     other = RecordingServer("127.0.0.1")
     try:
         policy = Policy.from_config({"EGRESS_ALLOW_HOSTS": f"127.0.0.1:{canary.port}"})
-        assert egress.fetch(policy, "GET", canary.url("/ok"), timeout=5).status_code == 200
+        assert egress_http.fetch(policy, "GET", canary.url("/ok"), timeout=5).status_code == 200
         with pytest.raises(EgressRefused, match="non-public"):
-            egress.fetch(policy, "GET", other.url("/no"), timeout=5)
+            egress_http.fetch(policy, "GET", other.url("/no"), timeout=5)
         assert other.requests == []
     finally:
         other.close()
@@ -259,7 +259,7 @@ class RebindingDns:
 
 def test_the_connection_goes_to_the_checked_address(monkeypatch, canary, public, policy):
     dns = RebindingDns(monkeypatch, "rebind.test")
-    response = egress.fetch(policy, "GET", f"http://rebind.test:{public.port}/pinned", timeout=5)
+    response = egress_http.fetch(policy, "GET", f"http://rebind.test:{public.port}/pinned", timeout=5)
     assert response.status_code == 200
     assert dns.answers == ["127.0.0.2"]  # resolved once
     assert public.requests == [("GET", "/pinned", f"rebind.test:{public.port}")]  # Host stays the name
@@ -291,7 +291,7 @@ def tls_public():
 def test_https_pins_the_address_and_verifies_the_name(monkeypatch, tls_public, policy):
     server, ca_file, sni = tls_public
     RebindingDns(monkeypatch, "rebind.test")
-    response = egress.fetch(policy, "POST", f"https://rebind.test:{server.port}/hook", data=b"body",
+    response = egress_http.fetch(policy, "POST", f"https://rebind.test:{server.port}/hook", data=b"body",
                             timeout=5, verify=ca_file)
     assert response.status_code == 200 and b"reached /hook body" in response.content
     assert sni == ["rebind.test"]
@@ -301,12 +301,12 @@ def test_https_pins_the_address_and_verifies_the_name(monkeypatch, tls_public, p
 def test_https_refuses_a_certificate_for_another_name(tls_public, policy):
     server, ca_file, _ = tls_public
     with pytest.raises(requests.exceptions.SSLError):
-        egress.fetch(policy, "GET", server.url("/"), timeout=5, verify=ca_file)  # the cert names rebind.test
+        egress_http.fetch(policy, "GET", server.url("/"), timeout=5, verify=ca_file)  # the cert names rebind.test
     assert server.requests == []
 
 
 def test_max_bytes_truncates_the_body(public, policy):
-    response = egress.fetch(policy, "GET", public.url("/" + "x" * 100), timeout=5, max_bytes=19)
+    response = egress_http.fetch(policy, "GET", public.url("/" + "x" * 100), timeout=5, max_bytes=19)
     assert response.content == b"<html><title>canary" and response.truncated
 
 
@@ -315,7 +315,7 @@ def test_unreachable_addresses_raise_connection_errors(policy):
         sock.bind(("127.0.0.2", 0))
         port = sock.getsockname()[1]
     with pytest.raises(requests.ConnectionError, match="cannot connect to 127.0.0.2"):
-        egress.fetch(policy, "GET", f"http://127.0.0.2:{port}/", timeout=5)
+        egress_http.fetch(policy, "GET", f"http://127.0.0.2:{port}/", timeout=5)
 
 
 # A real task in cloud mode, on a worker that runs without ALLOW_PRIVATE_URLS.
@@ -374,7 +374,7 @@ def _async_get(policy, url):
     import httpx2
 
     async def get():
-        async with httpx2.AsyncClient(transport=egress.async_transport(policy), trust_env=False) as client:
+        async with httpx2.AsyncClient(transport=egress_http.async_transport(policy), trust_env=False) as client:
             return await client.get(url, timeout=5)
 
     return asyncio.run(get())

@@ -12,7 +12,7 @@ import certifi
 import requests
 from flask import current_app
 
-from app import egress
+from app import egress_http
 from app.crypto import unseal
 from app.egress import EgressRefused, Policy
 from app.extensions import db
@@ -97,7 +97,7 @@ def post(url, body, headers):
     started = time.monotonic()
     timeout = config["WEBHOOK_TIMEOUT_SECONDS"]
     try:
-        response = egress.fetch(Policy.from_config(config), "POST", url, timeout=timeout, max_bytes=0,
+        response = egress_http.fetch(Policy.from_config(config), "POST", url, timeout=timeout, max_bytes=0,
                                 headers={**headers, **NO_CLIENT_DEFAULTS}, data=body, follow_redirects=False,
                                 verify=config["WEBHOOK_CA_BUNDLE"] or certifi.where(), schemes=("https",))
     except EgressRefused as exc:

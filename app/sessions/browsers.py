@@ -1,4 +1,7 @@
 """The browser behind a cloud session: a W3C WebDriver session on a Selenium Grid, or on a chromedriver started here."""
+import base64
+import http.client
+import json
 import logging
 import os
 import shutil
@@ -10,9 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
-
-import requests
+from urllib.parse import unquote, urlsplit
 
 from .. import browser_host
 from ..browser_host import BrowserBox, HostUnavailable
@@ -20,8 +21,8 @@ from ..egress_proxy import EgressProxy, ProxyFailed, stop_proxies_under
 
 log = logging.getLogger(__name__)
 
-# Spoken over plain HTTP (the W3C protocol): Selenium itself is imported only by the workers, which
-# re-attach to the session this creates.
+# Spoken over plain HTTP (the W3C protocol) with http.client: Selenium and requests are imported only by the
+# workers, which re-attach to the session this creates (the web process starts sessions too, and stays small).
 START_TIMEOUT = 30
 MARKER = "rd-cloud-session-"  # in every profile directory we create: how the reaper proves a process is ours
 
@@ -141,12 +142,44 @@ def _launch_local(config, session_id, proxy):
                     profile_dir=str(box.profile))
 
 
+class Unanswered(Exception):
+    """A WebDriver or DevTools endpoint could not be reached, or did not answer in time."""
+
+
+def _call(method, url, body=None, timeout=15):
+    """One HTTP request to a WebDriver or DevTools endpoint (ours, or the configured Grid; `user:password@`
+    in its URL is sent as Basic auth): (status, JSON body or None). Raises Unanswered."""
+    parts = urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    headers = {"Accept": "application/json"}
+    if parts.username is not None:
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+    payload = None if body is None else json.dumps(body).encode()
+    if payload is not None:
+        headers["Content-Type"] = "application/json; charset=utf-8"
+    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    try:
+        connection.request(method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                           body=payload, headers=headers)
+        response = connection.getresponse()
+        raw = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise Unanswered(str(exc) or type(exc).__name__) from None
+    finally:
+        connection.close()
+    try:
+        return response.status, json.loads(raw) if raw else None
+    except ValueError:
+        return response.status, None
+
+
 def _new_session(url, always_match):
     try:
-        reply = requests.post(url + "/session", json={"capabilities": {"alwaysMatch": always_match}},
-                              timeout=START_TIMEOUT + 30)
-        value = reply.json()["value"]
-    except (requests.RequestException, ValueError, KeyError) as exc:
+        _status, reply = _call("POST", url + "/session", {"capabilities": {"alwaysMatch": always_match}},
+                               timeout=START_TIMEOUT + 30)
+        value = reply["value"]
+    except (Unanswered, TypeError, KeyError) as exc:
         raise LaunchFailed(f"the WebDriver endpoint did not answer: {exc}") from None
     if "sessionId" not in value:
         raise LaunchFailed(f"the browser did not start: {value.get('message', value)}"[:500])
@@ -156,8 +189,8 @@ def _new_session(url, always_match):
 def is_alive(webdriver_url, webdriver_session):
     """True if the WebDriver session still answers (the browser is up)."""
     try:
-        return requests.get(f"{webdriver_url}/session/{webdriver_session}/url", timeout=5).ok
-    except requests.RequestException:
+        return _call("GET", f"{webdriver_url}/session/{webdriver_session}/url", timeout=5)[0] < 400
+    except Unanswered:
         return False
 
 
@@ -167,8 +200,8 @@ def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir
     egress_dir, whose proxy goes last, once no browser can use it). Idempotent."""
     if webdriver_url and webdriver_session:
         try:
-            requests.delete(f"{webdriver_url}/session/{webdriver_session}", timeout=15)
-        except requests.RequestException:
+            _call("DELETE", f"{webdriver_url}/session/{webdriver_session}", timeout=15)
+        except Unanswered:
             pass  # already gone, or the Grid is down: the processes below still go
     if host not in (None, "grid") and host != socket.gethostname():
         log.warning("session processes live on %s; only the WebDriver session could be ended from here", host)
@@ -226,10 +259,10 @@ def start_cdp_proxy(config, debugger_address, token_sha256, downloads=None):
         port = debugger_address.rpartition(":")[2]
         target, prefix = f"127.0.0.1:{port}", "/devtools/"
         try:
-            version = requests.get(f"http://{target}/json/version", timeout=10).json()
-        except (requests.RequestException, ValueError) as exc:
+            version = _call("GET", f"http://{target}/json/version", timeout=10)[1]
+            path = urlsplit(version["webSocketDebuggerUrl"]).path
+        except (Unanswered, TypeError, KeyError) as exc:
             raise LaunchFailed(f"the browser's DevTools endpoint did not answer: {exc}") from None
-        path = urlsplit(version["webSocketDebuggerUrl"]).path
     env = {**os.environ, "CDP_TARGET": target, "CDP_TOKEN_SHA256": token_sha256, "CDP_ALLOWED_PREFIX": prefix,
            "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1"), "CDP_DOWNLOADS_DIR": str(downloads or "")}
     proc = subprocess.Popen([sys.executable, "-m", "app.sessions.cdp_proxy"], env=env, stdout=subprocess.PIPE,

@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from app import egress
+from app import egress, egress_http
 
 from .actions import Observation, Tool
 
@@ -34,7 +34,7 @@ class McpFailure(ValueError):
 
 def check_outbound(url, config):
     """The MCP URL against app.egress's policy before connecting; every connection the client then
-    makes is checked again and pinned by egress.async_transport."""
+    makes is checked again and pinned by egress_http.async_transport."""
     try:
         egress.Policy.from_config(config).check_url(url)
     except egress.EgressRefused as exc:
@@ -177,7 +177,7 @@ class McpServers:
 
         def factory(headers=None, timeout=None, auth=None):
             return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [hook]},
-                                      transport=egress.async_transport(policy), trust_env=False)
+                                      transport=egress_http.async_transport(policy), trust_env=False)
 
         policy = egress.Policy.from_config(self.config)
 

@@ -9,7 +9,7 @@ from cssselect import SelectorError
 from lxml.html import html5parser
 from lxml.cssselect import CSSSelector
 
-from app import egress
+from app import egress_http
 from app.egress import EgressRefused, Policy
 
 HIDDEN = {"script", "style", "noscript", "template", "head"}
@@ -102,7 +102,7 @@ def fetch(url, *, policy=None, allow_private=False, timeout, base=None):
     if url[:5].lower() == "data:":
         return Page(url, _data_url(url))
     try:
-        response = egress.fetch(policy, "GET", url, timeout=timeout, max_bytes=MAX_BYTES,
+        response = egress_http.fetch(policy, "GET", url, timeout=timeout, max_bytes=MAX_BYTES,
                                 headers={"User-Agent": "RemoteDispatch/1.0", "Accept": "text/html,*/*"})
     except EgressRefused as exc:
         raise PageError(f"Refused to open the page: {exc}") from None
