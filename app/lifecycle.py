@@ -3,10 +3,12 @@
 Every transition is a compare-and-swap, so duplicate messages, a crashed worker and a
 racing sweep can never both win: exactly one finaliser ends a task.
 """
+import functools
 import logging
 
 from flask import current_app
-from sqlalchemy import and_, or_, select, text, update
+from sqlalchemy import Float, and_, bindparam, func, or_, select, update
+from sqlalchemy.sql.expression import ClauseElement
 
 from .bounds import bounded_response, bounded_trace, truncate
 from .extensions import db
@@ -18,19 +20,28 @@ log = logging.getLogger(__name__)
 TERMINAL = ("success", "error")
 
 
+# A task run's claim and its finish are the two writes on every task's path, so their statements are built
+# once (the finish's once per shape) and get their values as parameters: building an ORM UPDATE, keying it for
+# the compiled cache and evaluating it against the session cost more CPU than Postgres spends running it.
+# No session synchronisation: each commits at once, and a commit expires whatever the session holds.
+_CLAIM = (
+    update(Task)
+    .where(Task.id == bindparam("task_id"), Task.status == "pending", Task.lease_owner.is_(None))
+    .values(lease_owner=bindparam("owner"), lease_expires_at=now_plus(bindparam("lease_seconds", type_=Float)),
+            attempt=Task.attempt + 1, started_at=func.coalesce(Task.started_at, now()))
+    .returning(Task)
+    .execution_options(synchronize_session=False)
+)
+
+
 def claim(task_id, owner):
     """Take the lease on a pending, unleased task; returns the claimed row or None.
 
     The row comes back from the claim's own UPDATE and detached from the session: the run reads it once, and
     nothing of it is reloaded in a transaction later."""
-    lease = current_app.config["LEASE_SECONDS"]
-    task = db.session.execute(
-        update(Task)
-        .where(Task.id == task_id, Task.status == "pending", Task.lease_owner.is_(None))
-        .values(lease_owner=owner, lease_expires_at=now_plus(lease), attempt=Task.attempt + 1,
-                started_at=db.func.coalesce(Task.started_at, now()))
-        .returning(Task)
-    ).scalars().first()
+    task = db.session.execute(_CLAIM, {"task_id": task_id, "owner": owner,
+                                       "lease_seconds": float(current_app.config["LEASE_SECONDS"])}
+                              ).scalars().first()
     if task is not None:
         db.session.expunge(task)
     db.session.commit()
@@ -65,42 +76,52 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
     """End or pause a task in one transaction; returns True if this call won.
 
     `owner` is the lease holder finishing its own run; None means a sweep or a cancel
-    ending a task nobody holds (or whose holder is gone).
+    ending a task nobody holds (or whose holder is gone). `extra`: more columns to set, each a value or an
+    SQL expression (such as now_plus(seconds)).
     """
-    condition = [Task.id == task_id, Task.status.in_(("pending", "input-required"))]
-    if owner is not None:
-        condition.append(Task.lease_owner == owner)
-    else:  # only a task nobody holds, or whose holder's lease ran out
-        condition.append(or_(Task.lease_owner.is_(None), Task.lease_expires_at < now()))
     # Outputs and traces are cut here, where every ending is written (MAX_OUTPUT_CHARS,
     # MAX_TRACE_ENTRY_CHARS): what a task stores, and so what a poll, a list page or a webhook
     # carries, stays bounded.
     values = dict(status=status, response=bounded_response(response), usage=usage,
-                  error=truncate(error, current_app.config["MAX_OUTPUT_CHARS"]),
-                  lease_owner=None, lease_expires_at=None, **extra)
+                  error=truncate(error, current_app.config["MAX_OUTPUT_CHARS"]), **extra)
     if trace is not None:
         values["trace"] = bounded_trace(trace)
-    if status in TERMINAL:
-        values.update(completed_at=now(), secrets_sealed=None, hitl=None)
-    won = db.session.execute(
-        update(Task).where(and_(*condition)).values(**values).returning(Task.callback_url)
-    ).first()
+    expressions = {name: value for name, value in values.items() if isinstance(value, ClauseElement)}
+    params = {f"set_{name}": value for name, value in values.items() if name not in expressions}
+    statement = _finish_statement(tuple(sorted(values.keys() - expressions.keys())), status in TERMINAL,
+                                  owner is not None, db.engine.dialect.name == "postgresql")
+    if expressions:
+        statement = statement.values(**expressions)
+    won = db.session.execute(statement, {**params, "task_id": task_id, "owner": owner}).first()
     if won is None:
         db.session.rollback()
         return False
     # Only a task with a callback needs reading back for its webhook payload.
     delivery_id = add_delivery(db.session.get(Task, task_id), status) if won.callback_url else None
-    _notify(task_id)
     db.session.commit()
     if delivery_id:
         publish(delivery_id)
     return True
 
 
-def _notify(task_id):
-    """Wake `wait` callers (Postgres LISTEN/NOTIFY); delivered only when the transaction commits."""
-    if db.session.get_bind().dialect.name == "postgresql":
-        db.session.execute(text("SELECT pg_notify('task_finished', :id)"), {"id": task_id})
+@functools.lru_cache(maxsize=64)
+def _finish_statement(names, terminal, by_owner, notify):
+    """finish()'s UPDATE for one shape: the columns it sets (`names`, given as set_<name> parameters), whether
+    the task ends, whether its lease holder or a sweep ends it. `notify`: wake `wait` callers (Postgres
+    LISTEN/NOTIFY), from the UPDATE's own RETURNING, so delivered when the transaction commits and only if
+    this call won."""
+    condition = [Task.id == bindparam("task_id"), Task.status.in_(("pending", "input-required"))]
+    if by_owner:
+        condition.append(Task.lease_owner == bindparam("owner"))
+    else:  # only a task nobody holds, or whose holder's lease ran out
+        condition.append(or_(Task.lease_owner.is_(None), Task.lease_expires_at < now()))
+    values = {name: bindparam(f"set_{name}") for name in names}
+    values.update(lease_owner=None, lease_expires_at=None)
+    if terminal:
+        values.update(completed_at=now(), secrets_sealed=None, hitl=None)
+    returning = [Task.callback_url] + ([func.pg_notify("task_finished", Task.id)] if notify else [])
+    return (update(Task).where(and_(*condition)).values(**values).returning(*returning)
+            .execution_options(synchronize_session=False))
 
 
 def failure_response(message):

@@ -267,7 +267,8 @@ class now_plus(expression.FunctionElement):
     inherit_cache = True
 
     def __init__(self, seconds):
-        super().__init__(literal(float(seconds)))
+        """`seconds`: a number, or a bound parameter (a statement built once, given its seconds per execution)."""
+        super().__init__(seconds if isinstance(seconds, expression.BindParameter) else literal(float(seconds)))
 
 
 @compiles(sqlfunctions.now, "sqlite")
