@@ -21,17 +21,18 @@ TERMINAL = ("success", "error")
 
 
 # A task run's claim and its finish are the two writes on every task's path, so their statements are built
-# once (the finish's once per shape) and get their values as parameters: building an ORM UPDATE, keying it for
-# the compiled cache and evaluating it against the session cost more CPU than Postgres spends running it.
-# No session synchronisation: each commits at once, and a commit expires whatever the session holds.
-_CLAIM = (
-    update(Task)
-    .where(Task.id == bindparam("task_id"), Task.status == "pending", Task.lease_owner.is_(None))
+# once (the finish's once per shape), on the table rather than the ORM entity, and get their values as
+# parameters. An ORM UPDATE built per call spent more CPU in SQLAlchemy (building it, keying it for the
+# compiled cache, evaluating it against the session) than Postgres spends running it: claim + finish went
+# from 3.8-5.1 to 1.7-1.8 ms of CPU. Nothing in the session needs syncing: each commits at once, and a commit
+# expires whatever the session holds.
+_TASKS = Task.__table__
+_CLAIM = select(Task).from_statement(
+    update(_TASKS)
+    .where(_TASKS.c.id == bindparam("task_id"), _TASKS.c.status == "pending", _TASKS.c.lease_owner.is_(None))
     .values(lease_owner=bindparam("owner"), lease_expires_at=now_plus(bindparam("lease_seconds", type_=Float)),
-            attempt=Task.attempt + 1, started_at=func.coalesce(Task.started_at, now()))
-    .returning(Task)
-    .execution_options(synchronize_session=False)
-)
+            attempt=_TASKS.c.attempt + 1, started_at=func.coalesce(_TASKS.c.started_at, now()))
+    .returning(*_TASKS.c))
 
 
 def claim(task_id, owner):
@@ -110,18 +111,17 @@ def _finish_statement(names, terminal, by_owner, notify):
     the task ends, whether its lease holder or a sweep ends it. `notify`: wake `wait` callers (Postgres
     LISTEN/NOTIFY), from the UPDATE's own RETURNING, so delivered when the transaction commits and only if
     this call won."""
-    condition = [Task.id == bindparam("task_id"), Task.status.in_(("pending", "input-required"))]
+    condition = [_TASKS.c.id == bindparam("task_id"), _TASKS.c.status.in_(("pending", "input-required"))]
     if by_owner:
-        condition.append(Task.lease_owner == bindparam("owner"))
+        condition.append(_TASKS.c.lease_owner == bindparam("owner"))
     else:  # only a task nobody holds, or whose holder's lease ran out
-        condition.append(or_(Task.lease_owner.is_(None), Task.lease_expires_at < now()))
+        condition.append(or_(_TASKS.c.lease_owner.is_(None), _TASKS.c.lease_expires_at < now()))
     values = {name: bindparam(f"set_{name}") for name in names}
     values.update(lease_owner=None, lease_expires_at=None)
     if terminal:
         values.update(completed_at=now(), secrets_sealed=None, hitl=None)
-    returning = [Task.callback_url] + ([func.pg_notify("task_finished", Task.id)] if notify else [])
-    return (update(Task).where(and_(*condition)).values(**values).returning(*returning)
-            .execution_options(synchronize_session=False))
+    returning = [_TASKS.c.callback_url] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
+    return update(_TASKS).where(and_(*condition)).values(**values).returning(*returning)
 
 
 def failure_response(message):
