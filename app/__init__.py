@@ -11,7 +11,8 @@ def create_app(overrides=None):
     from . import cli, console, errors, health, ratelimits
     from .api import SWAGGER_UI_ASSETS, api, swagger_ui_assets
     from .dispatch.routes import blp as dispatch_blp
-    from .extensions import celery_init_app, db
+    from .broker import Broker
+    from .extensions import db
     from .files.routes import blp as files_blp
     from .scripts.routes import blp as scripts_blp
     from .sessions.routes import blp as sessions_blp
@@ -36,7 +37,7 @@ def create_app(overrides=None):
     app.json.sort_keys = False
 
     db.init_app(app)
-    celery_init_app(app)
+    app.extensions["broker"] = Broker(app)
     ratelimits.init_app(app)
     TaskWaiters.for_app(app)
     api.init_app(app)

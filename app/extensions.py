@@ -1,9 +1,10 @@
 """Extension objects, created unbound and initialised by `create_app()`."""
-from celery import Celery, Task
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
+
+from .broker import TASKS_QUEUE, WEBHOOKS_QUEUE, transport_options
 
 
 class Base(DeclarativeBase):
@@ -12,12 +13,10 @@ class Base(DeclarativeBase):
 
 db = SQLAlchemy(model_class=Base)
 
-TASKS_QUEUE = "tasks"
-WEBHOOKS_QUEUE = "webhooks"
-
-
 def celery_init_app(app):
-    """Bind a Celery app to the Flask app (Flask's examples/celery pattern)."""
+    """Bind a Celery app to the Flask app (Flask's examples/celery pattern): the workers' and beat's. The web
+    process publishes with app.broker alone."""
+    from celery import Celery, Task
 
     class FlaskTask(Task):
         def __call__(self, *args, **kwargs):
@@ -42,7 +41,7 @@ def celery_init_app(app):
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
-        broker_transport_options=_transport_options(app, broker_url),
+        broker_transport_options=transport_options(app.config["VAR_DIR"], broker_url),
         beat_schedule_filename=f"{app.config['VAR_DIR']}/celerybeat-schedule",
         worker_hijack_root_logger=False,
         # A run that outlives its own wall-clock budget (an action stuck past every timeout) is
@@ -59,24 +58,6 @@ def celery_init_app(app):
     celery_app.set_default()
     app.extensions["celery"] = celery_app
     return celery_app
-
-
-def _transport_options(app, broker_url):
-    if broker_url.startswith("filesystem://"):
-        import os
-
-        folder = os.path.join(app.config["VAR_DIR"], "broker")
-        for sub in ("queue", "processed", "control"):
-            os.makedirs(os.path.join(folder, sub), exist_ok=True)
-        return {
-            "data_folder_in": os.path.join(folder, "queue"),
-            "data_folder_out": os.path.join(folder, "queue"),
-            "processed_folder": os.path.join(folder, "processed"),
-            "control_folder": os.path.join(folder, "control"),
-            "store_processed": False,
-        }
-    # Publisher confirms: a publish returns only once the broker has the message.
-    return {"confirm_publish": True, "max_retries": 2, "interval_start": 0, "interval_step": 0.5}
 
 
 @event.listens_for(Engine, "connect")

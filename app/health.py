@@ -30,7 +30,7 @@ def readyz():
         db.session.rollback()
         problems.append(f"database: {exc.__class__.__name__}")
     try:
-        with current_app.extensions["celery"].connection_for_write() as conn:
+        with current_app.extensions["broker"].connection() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
     except Exception as exc:
         problems.append(f"broker: {exc.__class__.__name__}")

@@ -456,8 +456,7 @@ class Stack:
             return result.all() if result.returns_rows else []
 
     def purge(self, *queues):
-        celery = self.flask_app.extensions["celery"]
-        with celery.connection_for_write() as conn:
+        with self.flask_app.extensions["broker"].connection() as conn:
             for queue in queues:
                 try:
                     conn.channel().queue_purge(queue)

@@ -100,8 +100,7 @@ def _no_browser_outlives_the_run(app):
 
 
 def purge_queues(app):
-    celery = app.extensions["celery"]
-    with celery.connection_for_write() as conn:
+    with app.extensions["broker"].connection() as conn:
         channel = conn.default_channel
         for queue in ("tasks", "webhooks"):
             try:

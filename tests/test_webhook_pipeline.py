@@ -84,7 +84,9 @@ def test_failed_delivery_leaves_the_task_successful(client, api_key, receiver, w
 
 
 def test_deliveries_go_to_the_webhooks_queue_and_tasks_to_the_tasks_queue(app):
-    router = app.extensions["celery"].amqp.router
+    from app.extensions import celery_init_app
+
+    router = celery_init_app(app).amqp.router  # the workers' Celery: beat's sweeps route by task name
     assert router.route({}, "workers.deliver_webhook")["queue"].name == "webhooks"
     assert router.route({}, "workers.sweep_webhooks")["queue"].name == "webhooks"
     assert router.route({}, "workers.run_task")["queue"].name == "tasks"

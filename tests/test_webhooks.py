@@ -402,13 +402,13 @@ def test_log_and_redeliver_are_for_the_same_key_only(client, api_key, other_key,
 
 def test_sweep_publishes_due_deliveries_once(app, client, api_key, receiver, monkeypatch):
     monkeypatch.setitem(app.config, "DISPATCH_GRACE_SECONDS", 0)
-    celery = app.extensions["celery"]
+    broker = app.extensions["broker"]
 
     def broker_down(*args, **kwargs):
         raise ConnectionError("broker down")
 
     with monkeypatch.context() as patch:
-        patch.setattr(celery, "send_task", broker_down)
+        patch.setattr(broker, "send", broker_down)
         request_id, webhook_id = finished(client, api_key, receiver)
     assert delivery_of(request_id).dispatched_at is None  # the publish was lost
     assert sweeps.publish_due_webhooks() == 1

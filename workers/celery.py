@@ -2,9 +2,10 @@
 from celery import signals
 
 from app import create_app
+from app.extensions import celery_init_app
 
 flask_app = create_app()
-app = flask_app.extensions["celery"]
+app = celery_init_app(flask_app)
 _sweep = flask_app.config["SWEEP_INTERVAL_SECONDS"]
 
 # The one beat schedule.

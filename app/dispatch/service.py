@@ -11,9 +11,10 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from .. import agents, lifecycle
+from ..broker import TASKS_QUEUE
 from ..crypto import seal, unseal
 from ..errors import ApiError, invalid
-from ..extensions import TASKS_QUEUE, db
+from ..extensions import db
 from ..files.service import referenced_keys, require_files
 from ..scripts import service as scripts
 from ..sessions import service as sessions
@@ -157,10 +158,9 @@ def dispatch(task_id, premarked=False):
     learns nothing was confirmed.)
     """
     try:
-        current_app.extensions["celery"].send_task(
-            "workers.run_task", args=[task_id], queue=TASKS_QUEUE,
-            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2},
-        )
+        current_app.extensions["broker"].send(
+            "workers.run_task", [task_id], TASKS_QUEUE,
+            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2})
     except Exception as exc:  # broker down: the row is the outbox
         log.warning("publish of task %s failed, beat will retry: %s", task_id, exc)
         if premarked:

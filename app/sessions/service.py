@@ -9,9 +9,10 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from sqlalchemy import exists, func, or_, select, update
 
 from .. import browser_host
+from ..broker import WEBHOOKS_QUEUE
 from ..crypto import seal, unseal
 from ..errors import ApiError
-from ..extensions import WEBHOOKS_QUEUE, db
+from ..extensions import db
 from ..links import public_host
 from ..models import BrowserWindow, CloudSession, Task, new_id, now, now_plus
 from . import browsers
@@ -103,8 +104,7 @@ def serve_actions(session_id):
     Published after the command row commits: a worker already serving the session looks for it before it
     stops, and this one serves it if that worker has stopped."""
     try:
-        current_app.extensions["celery"].send_task("workers.serve_session_actions", args=[session_id],
-                                                   queue=WEBHOOKS_QUEUE)
+        current_app.extensions["broker"].send("workers.serve_session_actions", [session_id], WEBHOOKS_QUEUE)
     except Exception as exc:  # broker down: the caller learns it, and the command is withdrawn
         log.warning("publish of session %s actions failed: %s", session_id, exc)
         raise ApiError(503, "Service Unavailable", "The task queue is unavailable, so the action was not run; "

@@ -6,9 +6,10 @@ import secrets
 from flask import current_app
 from sqlalchemy import update
 
+from ..broker import WEBHOOKS_QUEUE
 from ..crypto import seal_text, unseal, unseal_text
 from ..dispatch.queries import isoformat
-from ..extensions import WEBHOOKS_QUEUE, db
+from ..extensions import db
 from ..models import WebhookDelivery, now
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,8 @@ def publish(delivery_id):
     # always come after the mark, so the sweep can tell "published" from "due again".
     _mark_dispatched(delivery_id, now())
     try:
-        current_app.extensions["celery"].send_task(
-            "workers.deliver_webhook", args=[delivery_id], queue=WEBHOOKS_QUEUE,
+        current_app.extensions["broker"].send(
+            "workers.deliver_webhook", [delivery_id], WEBHOOKS_QUEUE,
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2})
     except Exception as exc:
         log.warning("publish of webhook %s failed, beat will retry: %s", delivery_id, exc)

@@ -1,0 +1,74 @@
+"""Publishing to the work queues: Celery messages (protocol 2) sent with kombu, confirmed by the broker.
+
+The web process publishes and never consumes, so it does without Celery itself (about 4 MiB of its memory);
+the workers run these messages as Celery tasks (workers/celery.py binds Celery to the same broker and queues,
+declared the same way). One Broker per Flask app: app.extensions["broker"].
+"""
+import json
+import os
+import socket
+import threading
+import uuid
+
+from kombu import Connection, Exchange, Queue
+from kombu.pools import ProducerPool
+
+TASKS_QUEUE = "tasks"
+WEBHOOKS_QUEUE = "webhooks"
+POOL_LIMIT = 10  # broker connections (and producers) per process: Celery's default broker_pool_limit
+# Celery's default task_publish_retry_policy: a dropped connection is reopened up to 3 times, 0.2 s apart.
+DEFAULT_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+_NO_CALLBACKS = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+class Broker:
+    def __init__(self, app):
+        self.url = app.config["BROKER_URL"]
+        self.transport_options = transport_options(app.config["VAR_DIR"], self.url)
+        self._lock = threading.Lock()
+        self._producers, self._pid = None, None
+        self._origin = f"{os.getpid()}@{socket.gethostname()}"
+
+    def connection(self):
+        """A new connection, opened on first use (`with broker.connection() as conn: ...`)."""
+        return Connection(self.url, transport_options=self.transport_options)
+
+    def send(self, task, args, queue, retry_policy=DEFAULT_RETRY):
+        """Publish task(*args) to `queue`, declaring the queue as a Celery worker would if it is missing;
+        returns the message id. Raises if the broker did not take it (publisher confirms on amqp)."""
+        message_id = str(uuid.uuid4())
+        headers = {"lang": "py", "task": task, "id": message_id, "shadow": None, "eta": None, "expires": None,
+                   "group": None, "group_index": None, "retries": 0, "timelimit": [None, None],
+                   "root_id": message_id, "parent_id": None, "argsrepr": repr(list(args)), "kwargsrepr": "{}",
+                   "origin": self._origin, "ignore_result": True}
+        body = json.dumps([list(args), {}, _NO_CALLBACKS])
+        target = Queue(queue, Exchange(queue), routing_key=queue)
+        with self._pool().acquire(block=True) as producer:
+            producer.publish(body, exchange=target.exchange, routing_key=queue, declare=[target], headers=headers,
+                             content_type="application/json", content_encoding="utf-8",
+                             correlation_id=message_id, reply_to="", delivery_mode=2, retry=True, retry_policy=retry_policy)
+        return message_id
+
+    def _pool(self):
+        """This process's producers: a forked child (a Celery pool process) must not share its parent's sockets."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._producers = ProducerPool(self.connection().Pool(limit=POOL_LIMIT), limit=POOL_LIMIT)
+                self._pid = os.getpid()
+            return self._producers
+
+
+def transport_options(var_dir, broker_url):
+    if broker_url.startswith("filesystem://"):
+        folder = os.path.join(var_dir, "broker")
+        for sub in ("queue", "processed", "control"):
+            os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        return {
+            "data_folder_in": os.path.join(folder, "queue"),
+            "data_folder_out": os.path.join(folder, "queue"),
+            "processed_folder": os.path.join(folder, "processed"),
+            "control_folder": os.path.join(folder, "control"),
+            "store_processed": False,
+        }
+    # Publisher confirms: a publish returns only once the broker has the message.
+    return {"confirm_publish": True, "max_retries": 2, "interval_start": 0, "interval_step": 0.5}
