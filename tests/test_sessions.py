@@ -1,4 +1,5 @@
 """Kept cloud browser sessions: a real Chromium that outlives tasks, driven through the API and the official SDK."""
+import base64
 import json
 import secrets
 import threading
@@ -516,3 +517,35 @@ def test_with_selenium_remote_url_the_session_lives_there_and_tasks_reattach(app
         assert requests.get(f"{url}/session/{row.webdriver_session}/url", timeout=5).status_code == 404
     finally:
         live.stop()
+
+
+def test_a_grid_url_with_credentials_is_called_with_basic_auth():
+    """SELENIUM_REMOTE_URL=http://user:password@grid/... (a Grid behind basic auth): every WebDriver call the
+    sessions make sends the credentials; a URL without them sends none, and a Grid that is down is not alive."""
+    from app.sessions import browsers
+
+    seen = []
+
+    class Grid(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(200 if self.headers.get("Authorization") else 401)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"value": "about:blank"}')
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Grid)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert browsers.is_alive(f"http://grid%20user:s%3Acret@127.0.0.1:{port}/wd/hub", "abc")
+        assert not browsers.is_alive(f"http://127.0.0.1:{port}/wd/hub", "abc")  # 401: no credentials sent
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [("/wd/hub/session/abc/url", "Basic " + base64.b64encode(b"grid user:s:cret").decode()),
+                    ("/wd/hub/session/abc/url", None)]
+    assert not browsers.is_alive(f"http://127.0.0.1:{port}/wd/hub", "abc")  # nothing listens any more
