@@ -19,14 +19,13 @@ def measure(stack):
     trivial = dict(method="POST", body=common.SUBMIT_BODY)
     for url, options in ((trivial_url, trivial), (floor_url, submit), (submit_url, submit)):  # warm up
         common.wrk(url, WARMUP, CONNECTIONS, **options)
-    at_rest = common.max_rss(web.children())
 
     bases, floors, loads = [], [], []
-    with common.RssPeak(web.children) as peak:
-        for _ in range(ROUNDS):
-            bases.append(common.wrk(trivial_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **trivial))
-            floors.append(common.wrk(floor_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **submit))
-            loads.append(common.wrk(submit_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **submit))
+    for _ in range(ROUNDS):
+        bases.append(common.wrk(trivial_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **trivial))
+        floors.append(common.wrk(floor_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **submit))
+        loads.append(common.wrk(submit_url, SECONDS, CONNECTIONS, cpu_of=web.children(), **submit))
+    memory = web_memory(stack, submit, trivial)
     stack.purge("tasks", "bench_floor_submit")
     stack.sql("DELETE FROM tasks")
     base, floor, load = common.median_load(bases), common.median_load(floors), common.median_load(loads)
@@ -40,25 +39,30 @@ def measure(stack):
         Row(section, "submit latency p50 (ms)", load.p50_ms, FLOOR, floor.p50_ms),
         Row(section, "web worker CPU per submit (ms)", load.cpu_ms, FLOOR, floor.cpu_ms),
     ], (load, 202), (floor, 202), (base, 202))
-    return rows + web_memory(at_rest, peak.peak, trivial)
+    return rows + memory
 
 
-def web_memory(at_rest, under_load, trivial):
-    """RSS of a product web worker vs. a worker of the bare trivial app in the same gunicorn config."""
-    bare = common.start_gunicorn("web-bare", "bench.trivial:app")
-    try:
-        url = f"{bare.url}/bench/trivial"
-        common.wrk(url, WARMUP, CONNECTIONS, **trivial)
-        bare_rest = common.max_rss(bare.children())
-        with common.RssPeak(bare.children) as bare_peak:
-            common.wrk(url, WARMUP * 2, CONNECTIONS, **trivial)
-    finally:
-        bare.stop()
+def web_memory(stack, submit, trivial):
+    """RSS of a web worker of the product alone (`app:create_app()`, as the Procfile serves it: not the bench
+    server, whose floor keeps a broker connection per thread) after submits, vs. a worker of the bare trivial
+    app; each in a gunicorn of its own with the same config, loaded the same way."""
+    rest, peak, loads = {}, {}, []
+    for name, target, path, options in (("product", "app:create_app()", "/fast/v2/remote-dispatch", submit),
+                                        ("bare", "bench.trivial:app", "/bench/trivial", trivial)):
+        server = common.start_gunicorn(f"web-{name}", target)
+        try:
+            loads.append(common.wrk(server.url + path, WARMUP, CONNECTIONS, **options))
+            rest[name] = common.max_rss(server.children())
+            with common.RssPeak(server.children) as sampled:
+                loads.append(common.wrk(server.url + path, WARMUP * 2, CONNECTIONS, **options))
+            peak[name] = sampled.peak
+        finally:
+            server.stop()
     baseline = "bare Flask app, same gunicorn config"
-    return [
-        Row("5 memory", "web worker RSS at rest (MiB)", at_rest, baseline, bare_rest),
-        Row("5 memory", "web worker RSS under submit load (MiB, peak)", under_load, baseline, bare_peak.peak),
-    ]
+    return common.checked([
+        Row("5 memory", "web worker RSS at rest (MiB)", rest["product"], baseline, rest["bare"]),
+        Row("5 memory", "web worker RSS under submit load (MiB, peak)", peak["product"], baseline, peak["bare"]),
+    ], *((load, 202) for load in loads))
 
 
 if __name__ == "__main__":
