@@ -1,7 +1,7 @@
 """The one outbound HTTP path: a URL parsed once, checked, resolved once, pinned to the checked address.
 
-This module checks; app/egress_http.py connects (requests and httpx2 clients pinned to the checked
-addresses). The web process only checks, so it never imports an HTTP client library."""
+This module checks; app/egress_http.py connects (a requests session and an httpx2 transport pinned to the
+checked addresses). The web process only checks, so it never imports an HTTP client library."""
 import ipaddress
 import re
 import socket
@@ -91,13 +91,6 @@ class Policy:
             host = f"[{host}]"
         _refuse_ambiguous_characters(host)
         return self._check(_parse_host(host), port)
-
-    def session(self, schemes=("http", "https")):
-        """A requests.Session whose connections go only to checked addresses (pinned; TLS still
-        verifies the name); each redirect is checked again. No environment proxies."""
-        from .egress_http import EgressSession
-
-        return EgressSession(self, tuple(schemes))
 
     def _check(self, host, port):
         for fence, name in ((self.only_hosts, "EGRESS_ONLY_HOSTS"), (self.task_hosts, "the task's allowedDomains")):

@@ -14,7 +14,7 @@ def fetch(policy, method, url, *, timeout, max_bytes=None, headers=None, data=No
     """One request through `policy`; the body is read (at most `max_bytes`, then `response.truncated`)
     and the connection released. Raises EgressRefused, or requests' exceptions."""
     target = policy.check_url(url, schemes)
-    with policy.session(schemes) as session:
+    with EgressSession(policy, tuple(schemes)) as session:
         session.get_adapter(target.url).prechecked[target.url] = target  # resolved once, not twice
         response = session.request(method, target.url, timeout=timeout, headers=headers, data=data,
                                    allow_redirects=follow_redirects, verify=verify, stream=True)
@@ -33,7 +33,10 @@ def fetch(policy, method, url, *, timeout, max_bytes=None, headers=None, data=No
 
 
 class EgressSession(requests.Session):
-    def __init__(self, policy, schemes):
+    """A requests.Session whose connections go only to addresses `policy` checked (pinned; TLS still verifies
+    the name); each redirect is checked again. No environment proxies."""
+
+    def __init__(self, policy, schemes=("http", "https")):
         super().__init__()
         self.trust_env = False  # HTTP(S)_PROXY from the environment would bypass the pinning
         self.max_redirects = MAX_REDIRECTS

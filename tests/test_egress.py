@@ -267,7 +267,7 @@ def test_the_connection_goes_to_the_checked_address(monkeypatch, canary, public,
 
 def test_a_rebound_name_is_refused_on_the_next_request(monkeypatch, canary, public, policy):
     dns = RebindingDns(monkeypatch, "rebind.test")
-    with policy.session() as session:
+    with egress_http.EgressSession(policy) as session:
         assert session.get(f"http://rebind.test:{public.port}/one", timeout=5).status_code == 200
         with pytest.raises(EgressRefused, match="non-public"):
             session.get(f"http://rebind.test:{canary.port}/two", timeout=5)

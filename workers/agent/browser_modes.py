@@ -139,5 +139,6 @@ class KeptSessionEnvironment(BrowserEnvironment):
             super().close()
         finally:
             if getattr(self, "session_id", None):
-                self.egress.fence(None)
+                # The fence stays until the session's next task sets its own (or none): a request a fenced task's
+                # page makes after the task ended (Chromium fetches a favicon late) is still that task's.
                 sessions.release(self.session_id, self.task.id)
