@@ -36,12 +36,7 @@ class Broker:
     def send(self, task, args, queue, retry_policy=DEFAULT_RETRY):
         """Publish task(*args) to `queue`, declaring the queue as a Celery worker would if it is missing;
         returns the message id. Raises if the broker did not take it (publisher confirms on amqp)."""
-        message_id = str(uuid.uuid4())
-        headers = {"lang": "py", "task": task, "id": message_id, "shadow": None, "eta": None, "expires": None,
-                   "group": None, "group_index": None, "retries": 0, "timelimit": [None, None],
-                   "root_id": message_id, "parent_id": None, "argsrepr": repr(list(args)), "kwargsrepr": "{}",
-                   "origin": self._origin, "ignore_result": True}
-        body = json.dumps([list(args), {}, _NO_CALLBACKS])
+        message_id, headers, body = celery_message(task, args, self._origin)
         target = Queue(queue, Exchange(queue), routing_key=queue)
         with self._pool().acquire(block=True) as producer:
             producer.publish(body, exchange=target.exchange, routing_key=queue, declare=[target], headers=headers,
@@ -56,6 +51,16 @@ class Broker:
                 self._producers = ProducerPool(self.connection().Pool(limit=POOL_LIMIT), limit=POOL_LIMIT)
                 self._pid = os.getpid()
             return self._producers
+
+
+def celery_message(task, args, origin):
+    """A Celery protocol-2 message for task(*args), as `send_task` would write it: (id, headers, JSON body)."""
+    message_id = str(uuid.uuid4())
+    headers = {"lang": "py", "task": task, "id": message_id, "shadow": None, "eta": None, "expires": None,
+               "group": None, "group_index": None, "retries": 0, "timelimit": [None, None],
+               "root_id": message_id, "parent_id": None, "argsrepr": repr(list(args)), "kwargsrepr": "{}",
+               "origin": origin, "ignore_result": True}
+    return message_id, headers, json.dumps([list(args), {}, _NO_CALLBACKS])
 
 
 def transport_options(var_dir, broker_url):

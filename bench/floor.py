@@ -18,6 +18,8 @@ import psycopg2
 import psycopg2.pool
 from kombu import Connection, Exchange, Queue
 
+from app.broker import celery_message
+
 SUBMIT_QUEUE = "bench_floor_submit"  # nobody consumes it during the submit benchmark; purged after
 PIPELINE_QUEUE = "bench_floor"  # consumed by the floor worker (bench/noop_celery.py)
 TASK_NAME = "bench.floor_run"
@@ -61,16 +63,6 @@ _declared = set()
 _declare_lock = threading.Lock()
 
 
-def celery_message(task_id):
-    """A Celery protocol-2 message for TASK_NAME(task_id): (headers, body)."""
-    message_id = str(uuid.uuid4())
-    headers = {"lang": "py", "task": TASK_NAME, "id": message_id, "root_id": message_id, "parent_id": None,
-               "group": None, "retries": 0, "eta": None, "expires": None, "timelimit": [None, None],
-               "argsrepr": repr([task_id]), "kwargsrepr": "{}", "origin": "bench-floor", "ignore_result": True}
-    body = [[task_id], {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}]
-    return headers, body
-
-
 def app(environ, start_response):
     """POST /bench/floor[?queue=bench_floor]: the floor of a submit."""
     length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -91,14 +83,14 @@ def app(environ, start_response):
                     (task_id, row[0], data.get("executionMode", "cloud"), data.get("prompt", "")))
         conn.commit()
     name = PIPELINE_QUEUE if "queue=bench_floor" in environ.get("QUERY_STRING", "") else SUBMIT_QUEUE
-    headers, body = celery_message(task_id)
+    _, headers, body = celery_message(TASK_NAME, [task_id], "bench-floor")
     producer = _pool.producer()
     target = Queue(name, Exchange(name), routing_key=name, durable=True)
     if name not in _declared:
         with _declare_lock:
             target.declare(channel=producer.channel)  # idempotent; once per process and queue
             _declared.add(name)
-    producer.publish(json.dumps(body), exchange=name, routing_key=name, headers=headers, content_type="application/json",
+    producer.publish(body, exchange=name, routing_key=name, headers=headers, content_type="application/json",
                      content_encoding="utf-8", delivery_mode=2, retry=False)
     start_response("202 ACCEPTED", [("Content-Type", "application/json")])
     return [json.dumps({"requestId": task_id}).encode()]
