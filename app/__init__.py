@@ -9,11 +9,13 @@ def create_app(overrides=None):
     from werkzeug.middleware.proxy_fix import ProxyFix
 
     from . import cli, console, errors, health, ratelimits
+    from .accounts.routes import blp as accounts_blp
     from .api import SWAGGER_UI_ASSETS, api, swagger_ui_assets
     from .dispatch.routes import blp as dispatch_blp
     from .broker import Broker
     from .extensions import db
     from .files.routes import blp as files_blp
+    from .live.routes import blp as live_blp, pages as live_pages
     from .scripts.routes import blp as scripts_blp
     from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
@@ -48,6 +50,9 @@ def create_app(overrides=None):
     api.register_blueprint(sessions_blp)
     api.register_blueprint(windows_blp)
     api.register_blueprint(scripts_blp)
+    api.register_blueprint(accounts_blp)
+    api.register_blueprint(live_blp)
+    app.register_blueprint(live_pages)
     app.register_blueprint(health.blp)
     console.init_app(app)
     # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.

@@ -90,7 +90,7 @@ def _describe(fields):
     parts = []
     for name, problems in sorted(fields.items()):
         parts.append(f"{name}: {_flatten(problems)}")
-    return " ".join(part if part.endswith(".") else part + "." for part in parts)
+    return " ".join(part if part.endswith((".", "?")) else part + "." for part in parts)
 
 
 def _flatten(problems):

@@ -1,5 +1,7 @@
 """Callers' JSON Schemas: checked at submit, then validated offline with linear-time regular expressions."""
 import json
+import time
+from contextvars import ContextVar
 from functools import lru_cache
 
 import jsonschema
@@ -9,15 +11,25 @@ from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from . import schema_cost
+
 REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 # Keywords whose values are data, not subschemas: nothing in them is a reference or a pattern.
 DATA_KEYWORDS = ("enum", "const", "default", "examples")
 NAMED_SUBSCHEMAS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
                     "dependencies")
+# The budget of one check of a value (docs/response-schemas.md): submit bounds the schema, these bound the
+# value's share (its size and depth), whatever the schema's form.
+CHECK_SECONDS = 2.0
+CHECK_STEPS = 100_000  # keywords evaluated: a second or two of jsonschema at most
 
 
 class UnsafeSchema(ValueError):
     """A schema that would reach outside its document, or use a pattern RE2 cannot run."""
+
+
+class CheckTooCostly(Exception):
+    """Checking one value against a schema went over its budget (CHECK_SECONDS, CHECK_STEPS) or its stack."""
 
 
 def _never_retrieve(uri):
@@ -86,6 +98,31 @@ def _additional_properties(validator, additional, instance, schema):
         else:
             verb = "was" if len(extras) == 1 else "were"
             yield ValidationError(f"Additional properties are not allowed ({named} {verb} unexpected)")
+
+
+def _unique_items(validator, unique, instance, schema):
+    """jsonschema's keyword in linear time: its fallback for objects and arrays compares every pair."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen = {}
+    for index, item in enumerate(instance):
+        first = seen.setdefault(_comparable(item), index)
+        if first != index:
+            yield ValidationError(f"the array has non-unique elements (items {first} and {index} are equal)")
+            return
+
+
+def _comparable(value):
+    """A hashable form under JSON Schema's equality: 1 == 1.0, true != 1, objects whatever their key order."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, list):
+        return ("array", tuple(_comparable(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _comparable(v)) for k, v in value.items()))
+    return ("string", value)
 
 
 def _format_checker():
@@ -160,35 +197,79 @@ def check(schema):
     if found:
         raise UnsafeSchema(" ".join(found))
     jsonschema.validators.validator_for(schema).check_schema(schema, format_checker=FORMAT_CHECKER)
+    found = schema_cost.problems(schema)  # last: it reads the keywords the metaschema has just checked
+    if found:
+        raise UnsafeSchema(" ".join(found))
 
 
 def validator(schema):
-    """A validator for a caller's schema: references resolve inside it only, patterns run on RE2.
+    """A validator for a caller's schema: references resolve inside it only, patterns run on RE2, and every
+    keyword it evaluates counts against the budget of the check under way (first_error's).
 
     A reference it cannot resolve raises referencing.exceptions.Unresolvable while validating."""
     base = jsonschema.validators.validator_for(schema)
-    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties,
-                "additionalProperties": _additional_properties}
-    if _has_pattern_properties(schema) and "unevaluatedProperties" in base.VALIDATORS:
-        # jsonschema matches these with Python's backtracking `re`; submit refuses the combination.
+    # jsonschema matches these with Python's backtracking `re`; submit refuses the combination.
+    refuse_unevaluated = _has_pattern_properties(schema) and "unevaluatedProperties" in base.VALIDATORS
+    return _safe_class(base, refuse_unevaluated)(schema, registry=REGISTRY)
+
+
+@lru_cache(maxsize=32)
+def _safe_class(base, refuse_unevaluated):
+    """One class per draft (building one costs milliseconds: never per check)."""
+    keywords = {**base.VALIDATORS, "pattern": _pattern, "patternProperties": _pattern_properties,
+                "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
+    if refuse_unevaluated:
         keywords["unevaluatedProperties"] = _refuse_unevaluated
-    safe = jsonschema.validators.extend(base, keywords)
-    return safe(schema, registry=REGISTRY)
+    return jsonschema.validators.extend(base, {name: _metered(keyword) for name, keyword in keywords.items()})
+
+
+class _Meter:
+    """A cooperative budget: jsonschema has no timeout, and a subprocess per answer would cost more than most
+    checks; every keyword is a point where the check can stop (each one's own work is linear in the value)."""
+
+    def __init__(self, seconds, steps):
+        self.seconds, self.steps = seconds, steps
+        self.deadline, self.left = time.monotonic() + seconds, steps
+
+    def tick(self):
+        self.left -= 1
+        if self.left < 0 or time.monotonic() > self.deadline:
+            raise CheckTooCostly(f"checking the answer against the schema went over its budget "
+                                 f"({self.seconds:g} s, {self.steps:,} keyword evaluations).")
+
+
+_METER = ContextVar("json_schemas_meter", default=None)  # the budget of the check under way in this thread
+
+
+def _metered(keyword):
+    def run(validator, value, instance, schema):
+        meter = _METER.get()
+        if meter is not None:
+            meter.tick()
+        return keyword(validator, value, instance, schema)
+    return run
 
 
 def _refuse_unevaluated(validator, value, instance, schema):
     yield ValidationError("unevaluatedProperties with patternProperties is not supported.")
 
 
-def first_error(schema, instance):
+def first_error(schema, instance, seconds=CHECK_SECONDS, steps=CHECK_STEPS):
     """The most relevant ValidationError of `instance` against a caller's schema, or None.
 
     Raises UnsafeSchema for a reference the schema cannot resolve inside itself (nothing is fetched)
-    or a pattern RE2 cannot run (both refused at submit; a schema from elsewhere, e.g. an MCP server's)."""
+    or a pattern RE2 cannot run (both refused at submit; a schema from elsewhere, e.g. an MCP server's), and
+    CheckTooCostly when the check goes over its budget."""
+    token = _METER.set(_Meter(seconds, steps))
     try:
         return jsonschema.exceptions.best_match(validator(schema).iter_errors(instance))
+    except RecursionError:
+        raise CheckTooCostly("the check recursed too deeply (the schema's references or the answer nest too "
+                             "deeply).") from None
     except Unresolvable as exc:
         raise UnsafeSchema(f"the schema's reference {getattr(exc, 'ref', '')!r} cannot be resolved inside "
                            "it (remote references are not fetched).") from None
     except re2.error as exc:
         raise UnsafeSchema(f"the schema has a pattern RE2 cannot run ({_reason(exc)}).") from None
+    finally:
+        _METER.reset(token)

@@ -53,7 +53,8 @@ def renew(conn, task_id, owner, lease_seconds):
     """Extend the lease (runs on the heartbeat thread's own connection); False if it was lost."""
     result = conn.execute(
         update(Task)
-        .where(Task.id == task_id, Task.lease_owner == owner, Task.status == "pending")
+        # input-required too: a run waiting for a person (live view takeover) keeps its browser and its lease.
+        .where(Task.id == task_id, Task.lease_owner == owner, Task.status.in_(("pending", "input-required")))
         .values(lease_expires_at=now_plus(lease_seconds))
     )
     return result.rowcount == 1
@@ -71,6 +72,34 @@ def record_progress(task_id, owner, trace, usage):
 def cancel_requested(task_id):
     return bool(db.session.execute(
         select(Task.cancel_requested).where(Task.id == task_id)).scalar())
+
+
+def run_flags(task_id):
+    """What a running task's loop checks between actions, in one read: (cancel requested, takeover, status)."""
+    row = db.session.execute(select(Task.cancel_requested, Task.takeover, Task.status).where(Task.id == task_id)).first()
+    return (bool(row.cancel_requested), row.takeover, row.status) if row else (False, None, None)
+
+
+def await_person(task_id, owner, question, hitl):
+    """A running task asks for a person (live view takeover) and keeps its lease and browser: `input-required`
+    for pollers, `wait` callers and the webhook, until a hand-back (app/live/service.py) sets it running again."""
+    trace = db.session.execute(select(Task.trace).where(Task.id == task_id)).scalar()
+    response = {"output": {"type": "text", "content": question}, "text": question, "structuredOutput": None,
+                "actionTrace": trace or []}
+    won = db.session.execute(
+        update(_TASKS).where(_TASKS.c.id == task_id, _TASKS.c.lease_owner == owner, _TASKS.c.status == "pending")
+        .values(status="input-required", response=bounded_response(response), hitl=hitl)
+        .returning(_TASKS.c.callback_url)).first()
+    if won is None:
+        db.session.rollback()
+        return False
+    delivery_id = add_delivery(db.session.get(Task, task_id), "input-required") if won.callback_url else None
+    if db.engine.dialect.name == "postgresql":
+        db.session.execute(select(func.pg_notify("task_finished", task_id)))  # wakes `wait` callers at commit
+    db.session.commit()
+    if delivery_id:
+        publish(delivery_id)
+    return True
 
 
 def finish(task_id, status, response, usage, trace=None, error=None, owner=None, **extra):

@@ -127,6 +127,8 @@ class Task(db.Model):
     error: Mapped[str | None] = mapped_column(Text)
     # A successful web run's replay script (workers/replay): steps, locators, ${secret}s and {{parameters}}.
     script: Mapped[dict | None] = mapped_column(JSON)
+    # The worker's check of the answer against responseFormat, as the console shows it: {"valid", "problem"}.
+    schema_check: Mapped[dict | None] = mapped_column(JSON)
 
     # Dispatch and execution bookkeeping.
     dispatched_at = mapped_column(UtcDateTime)
@@ -134,6 +136,9 @@ class Task(db.Model):
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at = mapped_column(UtcDateTime)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # A person's control through the live view (app/live): {"active", "by", "since", "until", "events"}; the
+    # agent loop pauses between steps while "active", and writes the trace entry once it is handed back.
+    takeover: Mapped[dict | None] = mapped_column(JSON)
     input_deadline_at = mapped_column(UtcDateTime)
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
     updated_at = mapped_column(UtcDateTime, server_default=now(), onupdate=now())
@@ -164,7 +169,7 @@ class CloudSession(db.Model):
     status: Mapped[str] = mapped_column(String(20), default="starting")  # starting, active, ended
     webdriver_url: Mapped[str | None] = mapped_column(Text)
     webdriver_session: Mapped[str | None] = mapped_column(String(200))
-    debugger_address: Mapped[str | None] = mapped_column(String(200))  # host:port of DevTools
+    debugger_address: Mapped[str | None] = mapped_column(String(200))  # unix:<socket> of DevTools, or a Grid's URL
     host: Mapped[str | None] = mapped_column(String(200))
     pid: Mapped[int | None] = mapped_column(Integer)
     profile_dir: Mapped[str | None] = mapped_column(Text)
@@ -296,6 +301,19 @@ class TaskGif(db.Model):
     data: Mapped[bytes] = mapped_column(LargeBinary)
     frames: Mapped[int] = mapped_column(Integer)
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+
+class TaskRecording(db.Model):
+    """The rrweb recording of a task's browser run: its pages as DOM events, gzip-compressed JSON
+    (app/dispatch/recordings.py); deleted with the task, or RECORDING_TTL_SECONDS after it was stored."""
+
+    __tablename__ = "task_recordings"
+
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    events: Mapped[int] = mapped_column(Integer)
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False, index=True)
 
 
 class Script(db.Model):

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from app.browser_host import browser_owned, unprivileged_chromedriver
+from app.sandbox.box import browser_owned, unprivileged_chromedriver
 from bench import common
 from bench.common import Row
 
@@ -135,7 +135,7 @@ def window(arrivals):
 # ---------------------------------------------------------------- raw Selenium
 
 def raw_driver(proxy=None):
-    """`proxy`: an egress proxy (app/egress_proxy.py) Chromium sends its traffic through, as ours does."""
+    """`proxy`: an egress proxy (app/egress/proxy.py) Chromium sends its traffic through, as ours does."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -273,7 +273,7 @@ def measure(stack):
         if why:
             return [common.not_present(SECTION, "cloud_browser 10-action task", why)]
         raw_run(pages)  # warm-up (disk cache, fonts)
-        from app.egress_proxy import EgressProxy
+        from app.egress.proxy import EgressProxy
 
         proxy = EgressProxy(stack.flask_app.config, "bench-raw").start()
         try:
@@ -289,7 +289,7 @@ def measure(stack):
             Row(SECTION, "10 actions, first page → last page (s)", median(p[1] for p in product), RAW,
                 median(r[1] for r in raw)),
             # What the browser's egress guarantee costs: the same raw run with Chromium's traffic through the
-            # egress proxy every cloud browser has (app/egress_proxy.py); the rest of the gap is the agent's.
+            # egress proxy every cloud browser has (app/egress/proxy.py); the rest of the gap is the agent's.
             Row(SECTION, "10 actions, first page → last page (s)", median(p[1] for p in product),
                 RAW + ", through our egress proxy", median(r[1] for r in proxied)),
             Row(SECTION, "10-action task, claimed → finished (s)", median(p[0] for p in product),

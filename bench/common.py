@@ -31,6 +31,9 @@ os.environ.update({
     "ENCRYPTION_KEY": os.environ.get("BENCH_ENCRYPTION_KEY") or Fernet.generate_key().decode(),
     "VAR_DIR": str(LOG_DIR / "var"),
     "ALLOW_PRIVATE_URLS": "true",
+    # Browsers start cold unless a benchmark says otherwise (bench/pool.py measures the warm pool beside them).
+    "BROWSER_POOL_SIZE": "0",
+    "SESSION_POOL_SIZE": "0",
     # The bench key's plan: the limiter runs on every request, as in production, but never refuses.
     "RATE_LIMIT_PLANS": json.dumps({"bench": {"requests": "1000000/second", "polls": "1000000/second", "cdp": True}}),
     # Shared counting (Redis), as production with more than one web process must have.
@@ -96,7 +99,7 @@ def _fmt(value):
 
 
 def print_table(rows, started):
-    """The figures as a Markdown table (pasted as is into the README), also saved under var/bench/."""
+    """The figures as a Markdown table (pasted as is into docs/results.md), also saved under var/bench/."""
     header = (f"Remote Dispatch benchmarks: {os.cpu_count()} CPUs, "
               f"{'BENCH_QUICK=1' if QUICK else 'full run'}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
@@ -159,8 +162,13 @@ class Proc:
 
 
 def children(pid):
+    """The child pids of `pid` (none once it has ended: a process measured may end while it is read)."""
     pids = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return pids
+    for task in tasks:
         try:
             pids += [int(p) for p in (task / "children").read_text().split()]
         except OSError:
@@ -183,7 +191,7 @@ def http_ok(url):
         return False
 
 
-def start_gunicorn(name, wsgi_app, code_from=None):
+def start_gunicorn(name, wsgi_app, code_from=None, env=None):
     """gunicorn with the product's config/gunicorn.py (gthread, same workers and threads) on a free port.
 
     code_from: a folder whose `app` (and `workers`, `config`) the server imports instead of ours.
@@ -194,7 +202,7 @@ def start_gunicorn(name, wsgi_app, code_from=None):
         argv[1:3] = ["-c", f"import sys; sys.path.insert(0, {str(code_from)!r}); "
                            "import app, config.settings; print('app from', app.__file__, flush=True); "
                            "from gunicorn.app.wsgiapp import run; sys.argv[0] = 'gunicorn'; sys.exit(run())"]
-    proc = Proc(name, argv, env={"PORT": str(port)},
+    proc = Proc(name, argv, env={"PORT": str(port), **(env or {})},
                 ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz")
                 or http_ok(f"http://127.0.0.1:{port}/bench/trivial"))
     proc.url = f"http://127.0.0.1:{port}"

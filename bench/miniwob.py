@@ -28,7 +28,7 @@ os.environ.setdefault("BENCH_DB", "remote_dispatch_eval")
 os.environ.setdefault("BENCH_VHOST", "rd_eval")
 os.environ.setdefault("BENCH_LOG_DIR", str(ROOT / "var" / "eval"))
 
-from bench import common  # noqa: E402
+from bench import common, truth  # noqa: E402
 from bench.miniwob_steps import PROGRAMS  # noqa: E402
 from bench.model_proxy import RecordingProxy  # noqa: E402
 
@@ -211,8 +211,7 @@ def summarise(records):
         "model_tokens_per_step": round(sum(r["model_tokens"] for r in records) / steps) if calls and steps else None,
         "model_calls_per_episode": round(calls / n, 2) if n else None,
         "planner_errors": sum(r["status"] == "error" for r in records),
-        # the task said success, the page did not: the planner did something, just not the task
-        "false_successes": sum(r["status"] == "success" and not r["success"] for r in records),
+        **truth.figures(records),  # the confusion table, true / false / missed successes
         "harness_errors": sum((r["error"] or "").startswith("harness:") for r in records),
         "left_host": sum(r["left_host"] for r in records),
         "fence_refusals": sum(len(r.get("refused") or ()) for r in records),
@@ -237,6 +236,8 @@ def parse_args(argv=None):
     parser.add_argument("--report", metavar="RESULTS", nargs="+",
                         help="print the tables of earlier results files (several: side by side), run nothing")
     args = parser.parse_args(argv)
+    if args.report:  # runs nothing: the results files say their tasks (MiniWoB++'s pages are not needed)
+        return args
     args.task_list = list(EASY) if args.tasks == "easy" else all_tasks() if args.tasks == "all" else [
         t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = sorted(set(args.task_list) - set(all_tasks()))
@@ -257,7 +258,9 @@ def planner_env(args, stack):
         from config.local_model import MODEL, server_argv, server_env
 
         port = common.free_port()
-        stack.start(common.Proc("local-model", server_argv(port, verbose=False), env=server_env(port),
+        # Sampled at 0.2 (LOCAL_MODEL_TEMPERATURE), as the results in docs/evaluation.md were.
+        env = {**server_env(port), "LOCAL_MODEL_TEMPERATURE": os.environ.get("LOCAL_MODEL_TEMPERATURE") or "0.2"}
+        stack.start(common.Proc("local-model", server_argv(port, verbose=False), env=env,
                                 ready=lambda: common.http_ok(f"http://127.0.0.1:{port}/v1/models"), timeout=300))
         base, model = f"http://127.0.0.1:{port}/v1", MODEL
     meter = RecordingProxy(base)
@@ -320,8 +323,7 @@ def main(argv=None):
                 records.append(record)
                 write_results(results_path, settings, records)  # so far: an interrupted run keeps what it did
                 print(f"[{len(records)}/{len(episodes)}] {record['task']} seed {record['seed']}: "
-                      f"{'SUCCESS' if record['success'] else 'fail'} raw {record['raw_reward']} "
-                      f"({record.get('reason') or 'no ending'}), {record['status']}, {record['steps']} steps, "
+                      f"{truth.episode_line(record)}, {record['steps']} steps, "
                       f"{record['seconds']} s, {record['model_calls']} model calls / {record['model_tokens']} tokens"
                       + (f" — {record['error'][:160]}" if record["error"] else "")
                       + (_replay_line(record["replay"]) if "replay" in record else ""), flush=True)
@@ -360,14 +362,15 @@ def write_results(path, settings, records):
 
 
 def print_side_by_side(reports):
-    """Successes per task, one column per run (the README's results table)."""
+    """Successes per task, one column per run (the results tables of docs/evaluation-results.md)."""
     names = [f"{r['planner']} ({r['mode']})" for r in reports]
     print("\n| task | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names))
     tasks = list(dict.fromkeys(t for r in reports for t in r["per_task"]))
     for task in tasks + ["overall"]:
         cells = [r["overall"] if task == "overall" else r["per_task"].get(task) for r in reports]
         print(f"| {task} | " + " | ".join(f"{c['successes']}/{c['episodes']}" if c else "—" for c in cells) + " |")
-    for label, key in (("false successes", "false_successes"), ("planner errors", "planner_errors"),
+    for label, key in (("true successes", "true_successes"), ("false successes", "false_successes"),
+                       ("missed successes", "missed_successes"), ("planner errors", "planner_errors"),
                        ("median episode (s)", "median_episode_seconds"), ("seconds per step", "seconds_per_step"),
                        ("model tokens per step", "model_tokens_per_step"), ("left the host", "left_host"),
                        ("requests the fence refused", "fence_refusals")):
@@ -376,18 +379,19 @@ def print_side_by_side(reports):
 
 
 def print_report(report):
-    rows = [("task", "success", "mean reward", "steps", "s/step", "tokens/step", "tokens/call", "errors",
-             "false successes")]
+    rows = [("task", "page success", "true", "false", "missed", "mean reward", "steps", "s/step", "tokens/step",
+             "tokens/call", "errors")]
     for name, s in [*report["per_task"].items(), ("overall", report["overall"])]:
-        rows.append((name, f"{s['successes']}/{s['episodes']}", s["mean_reward"], s["mean_steps"],
-                     s["seconds_per_step"], s["model_tokens_per_step"], s["model_tokens_per_call"], s["planner_errors"],
-                     s["false_successes"]))
+        rows.append((name, f"{s['successes']}/{s['episodes']}", s["true_successes"], s["false_successes"],
+                     s["missed_successes"], s["mean_reward"], s["mean_steps"], s["seconds_per_step"],
+                     s["model_tokens_per_step"], s["model_tokens_per_call"], s["planner_errors"]))
     print(f"\nMiniWoB++ — {report['planner']} ({report['mode']}), {report['started']}, {report['cpus']} CPUs, "
           f"load average {report.get('load_average')} at the start, {report.get('load_average_last')} at the end")
     print("| " + " | ".join(map(str, rows[0])) + " |\n|" + "---|" * len(rows[0]))
     for row in rows[1:]:
         print("| " + " | ".join("—" if v is None else str(v) for v in row) + " |")
     overall = report["overall"]
+    truth.print_table(overall)
     print(f"median episode {overall['median_episode_seconds']} s; episodes that left the host: "
           f"{overall['left_host']}; harness errors: {overall['harness_errors']}", flush=True)
     replays = [r["replay"] for r in report["episodes"] if "replay" in r]

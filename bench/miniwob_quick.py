@@ -73,7 +73,7 @@ def episode(config, llm, base, task_name, seed):
         planner = ChatPlanner(brief, {**config, **llm})
         state = RunState(Conversation.begin([], f"{utterance}\n\n{env.first_observation()}"))
         ended = lambda: env.browser.run_js(DONE) is not None  # noqa: E731  the page scored the episode
-        loop = AgentLoop(planner, env, Budget(10, 120, 3), (0, 0), state, should_stop=ended)
+        loop = AgentLoop(planner, env, Budget(10, 120, 3), (0, 0), state, should_stop=ended, agent="web")
         outcome = loop.run()
         reward = env.browser.run_js("return WOB_RAW_REWARD_GLOBAL") if ended() else 0
         hosts = {urlsplit(e["url"]).netloc for e in state.trace if e.get("url")}

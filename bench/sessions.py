@@ -1,6 +1,7 @@
 """Benchmark 6: kept cloud browser sessions (`make bench-sessions`): create-and-initialize → usable session, a task
 in a warm session against the same task in a fresh `cloud_browser` browser, and CDP through the session's checking
-relay against CDP straight to the browser (`python -m bench.sessions cdp` for that one alone), in the same run."""
+relay against CDP straight to the browser (`python -m bench.sessions cdp` for that one alone), and a direct SDK action's
+round trip against the same read over CDP (`python -m bench.sessions actions`), in the same run."""
 import json
 import statistics
 import sys
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench import common
 from bench.common import Row
+from tests.devtools import devtools_json, devtools_websocket
 
 ROUNDS = common.scaled(8, 3)
 SECTION = "6 sessions"
@@ -80,12 +82,10 @@ def measure_cdp(stack):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     session = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
     try:
-        [(debugger,)] = stack.sql("SELECT debugger_address FROM cloud_sessions WHERE id = :id", id=session["session_id"])
-        pages = common.http().get(f"http://{debugger}/json/list", timeout=10).json()
-        path = "/devtools/" + next(p for p in pages if p["type"] == "page")["webSocketDebuggerUrl"].split("/devtools/")[1]
+        debugger, path = _devtools_page(stack, session)
         relay = session["cdp_websocket_url"].split("/devtools/")[0]
         headers = [f"{name}: {value}" for name, value in session["cdp_auth_headers"].items()]
-        direct_ws = websocket.create_connection(f"ws://{debugger}{path}", timeout=60, suppress_origin=True)
+        direct_ws = devtools_websocket(debugger, path, timeout=60)
         relay_ws = websocket.create_connection(relay + path, header=headers, timeout=60, suppress_origin=True)
         page = f"http://127.0.0.1:{server.server_address[1]}/busy"
         _call(direct_ws, 1, "Page.navigate", {"url": page})
@@ -110,6 +110,60 @@ def measure_cdp(stack):
     return [Row(SECTION, f"{SCREENSHOTS} × Page.captureScreenshot through the CDP relay (ms, total)", relay_total,
                 "the same, straight to the browser's DevTools port (ms)", direct_total,
                 note=f"median per screenshot {statistics.median(relay_ms):.1f} vs {statistics.median(direct_ms):.1f} ms")]
+
+
+ACTIONS = common.scaled(60, 15)
+
+
+def measure_direct_actions(stack):
+    """A direct action (POST /extension-actions get_url) in a kept session, round trip p50, against the same read
+    (Runtime.evaluate location.href) sent straight to the session browser's DevTools socket: the floor."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    worker = stack.start(common.start_celery("actions-worker", "workers", "webhooks"))  # serves direct actions
+    session = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
+    try:
+        window, page = session["browser_window_id"], f"http://127.0.0.1:{server.server_address[1]}/"
+
+        def action(name, **args):
+            started = time.perf_counter()
+            reply = stack_post(stack, "/extension-actions", {"action": {"name": name, **args}, "browserWindowId": window,
+                                                            "actionExecutionId": f"bench-{time.time_ns()}"})
+            if reply["status"] != "success":
+                raise RuntimeError(f"{name} failed: {reply['error']}")
+            return (time.perf_counter() - started) * 1000
+
+        action("go_to_url", url=page, new_tab=False)
+        debugger, path = _devtools_page(stack, session)
+        direct = devtools_websocket(debugger, path, timeout=60)
+        action_ms, direct_ms = [], []
+        for round_ in range(ACTIONS + 3):  # the first three warm up (the worker's first attach, imports)
+            ms = action("get_url")
+            started = time.perf_counter()
+            _call(direct, 100 + round_, "Runtime.evaluate", {"expression": "location.href", "returnByValue": True})
+            if round_ >= 3:
+                action_ms.append(ms)
+                direct_ms.append((time.perf_counter() - started) * 1000)
+        direct.close()
+    finally:
+        stack_post(stack, "/cloud-browser/stop-cloud-browser-session", {"session_id": session["session_id"]})
+        stack.stop(worker)
+        server.shutdown()
+    p50, floor = common.percentile(action_ms, 50), common.percentile(direct_ms, 50)
+    print(f"direct action in a kept session: get_url p50 {p50:.1f} ms (p90 {common.percentile(action_ms, 90):.1f}), "
+          f"the same read over CDP {floor:.2f} ms", flush=True)
+    return [Row(SECTION, "direct action get_url in a kept session, round trip (ms, p50)", p50,
+                "Runtime.evaluate straight to the browser's DevTools (ms, p50)", floor,
+                note=f"{ACTIONS} actions, p90 {common.percentile(action_ms, 90):.1f} ms")]
+
+
+def _devtools_page(stack, session):
+    """(host:port of the session browser's DevTools, the WebSocket path of its first page)."""
+    [(debugger,)] = stack.sql("SELECT debugger_address FROM cloud_sessions WHERE id = :id", id=session["session_id"])
+    pages = devtools_json(debugger, "/json/list")
+    return debugger, "/devtools/" + next(p for p in pages if p["type"] == "page")["webSocketDebuggerUrl"].split(
+        "/devtools/")[1]
 
 
 def _call(ws, call_id, method, params):
@@ -144,4 +198,5 @@ def run(stack, body):
 
 
 if __name__ == "__main__":
-    common.main(*([measure_cdp] if sys.argv[1:] == ["cdp"] else [measure, measure_cdp]))
+    only = {"cdp": [measure_cdp], "actions": [measure_direct_actions]}
+    common.main(*only.get(sys.argv[1] if sys.argv[1:] else "", [measure, measure_cdp, measure_direct_actions]))

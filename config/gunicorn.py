@@ -4,7 +4,7 @@ A waiting request holds one thread but no database connection (it hands its conn
 while blocked, and one LISTEN connection per process wakes it). The app admits at most
 WAIT_MAX_CONCURRENT waiting requests per process (default WEB_THREADS - 8) and answers 503
 beyond that, so some threads always remain for polls and submits.
-`bench/concurrent_waits.py` measures how many waits one process sustains (README).
+`bench/concurrent_waits.py` measures how many waits one process sustains (docs/results.md).
 """
 import os
 import sys
@@ -64,6 +64,24 @@ def _json_error(sock, status_int, reason, mesg):
     head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
     write_nonblock(sock, head + body)
+
+
+def post_worker_init(worker):
+    """Each web process runs the kept sessions' pool thread (one of them fills it: app/sessions/pool.py)."""
+    from app.sessions import pool
+
+    app = worker.wsgi
+    while not hasattr(app, "config") and hasattr(app, "app"):  # the Flask app inside WSGI middleware
+        app = app.app
+    if hasattr(app, "config"):
+        pool.start(app.config)
+
+
+def worker_exit(server, worker):
+    """Its unclaimed pooled browsers end with the web process (a SIGKILL: the reaper ends them)."""
+    from app.sessions import pool
+
+    pool.stop()
 
 
 # gunicorn has no setting for the format of its own error responses: its workers call

@@ -32,7 +32,7 @@ def _comma_list(value):
 
 def _host_patterns(value):
     """EGRESS_ONLY_HOSTS: checked at start-up, so a typo fails loudly instead of fencing everything off."""
-    from app.egress import host_pattern
+    from app.egress.policy import host_pattern
 
     patterns = _comma_list(value)
     for pattern in patterns:
@@ -121,11 +121,19 @@ def load():
         "CREDITS_PER_1K_TOKENS": _env("CREDITS_PER_1K_TOKENS", 0.1, float),
         "NO_PROGRESS_REPEATS": _env("NO_PROGRESS_REPEATS", 3, int),
         "INPUT_TIMEOUT_SECONDS": _env("INPUT_TIMEOUT_SECONDS", 86400, int),
+        # Live view (app/live): how long a liveUrl works, and how many viewers one web process serves at once.
+        "LIVE_URL_TTL_SECONDS": _env("LIVE_URL_TTL_SECONDS", 3600, int),
+        "LIVE_MAX_VIEWERS": _env("LIVE_MAX_VIEWERS", 16, int),
         "FETCH_TIMEOUT_SECONDS": _env("FETCH_TIMEOUT_SECONDS", 15, float),
         # cloud_browser: a local Chromium per task (Debian's packages), or a Selenium Grid when the URL is set.
         "CHROMIUM_PATH": _env("CHROMIUM_PATH", "/usr/bin/chromium"),
         "CHROMEDRIVER_PATH": _env("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
         "SELENIUM_REMOTE_URL": _env("SELENIUM_REMOTE_URL"),
+        # Sandboxed browsers a tasks worker host keeps started ahead, each handed out once (docs/browser-pool.md).
+        "BROWSER_POOL_SIZE": _env("BROWSER_POOL_SIZE", 2, int),
+        # Kept sessions' browsers the web processes of a host keep started ahead (docs/browser-pool.md): one,
+        # since sessions are created far less often than tasks run and each idle browser holds its memory.
+        "SESSION_POOL_SIZE": _env("SESSION_POOL_SIZE", 1, int),
         "BROWSER_WINDOW_SIZE": _env("BROWSER_WINDOW_SIZE", "1280x900"),
         "BROWSER_LOCALE": _env("BROWSER_LOCALE", "en-US"),
         "BROWSER_PAGE_LOAD_TIMEOUT_SECONDS": _env("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30, float),
@@ -133,6 +141,12 @@ def load():
         "GIF_WIDTH": _env("GIF_WIDTH", 800, int),
         "GIF_MAX_FRAMES": _env("GIF_MAX_FRAMES", 100, int),
         "DOWNLOAD_DIR": _env("DOWNLOAD_DIR", str(var_dir / "downloads")),
+        # Recordings of browser runs (docs/recordings.md): rrweb from RRWEB_DIR (`make rrweb`), at most
+        # RECORDING_MAX_BYTES of events per run, deleted RECORDING_TTL_SECONDS after the run.
+        "RECORDINGS": _env("RECORDINGS", True, bool),
+        "RRWEB_DIR": _env("RRWEB_DIR", str(ROOT / "vendor" / "rrweb")),
+        "RECORDING_MAX_BYTES": _env("RECORDING_MAX_BYTES", 50 * 1024 * 1024, int),
+        "RECORDING_TTL_SECONDS": _env("RECORDING_TTL_SECONDS", 7 * 24 * 3600, int),
         # Language model (OpenAI-compatible); without it the built-in planner runs.
         "LLM_BASE_URL": _env("LLM_BASE_URL"),
         "LLM_API_KEY": _env("LLM_API_KEY"),
@@ -143,7 +157,7 @@ def load():
         "LLM_CONCURRENCY": _env("LLM_CONCURRENCY", 0, int),
         # A prompt that is a complete program of built-in steps runs on the built-in planner, model or not.
         "BUILTIN_STEPS_FIRST": _env("BUILTIN_STEPS_FIRST", True, bool),
-        # What the model sees (README "What the model sees"): its context window (older observations are
+        # What the model sees (docs/agent.md "What the model sees"): its context window (older observations are
         # shortened to fit), the longest reply it may write, the page view's size, screenshots, constrained calls.
         "LLM_CONTEXT_TOKENS": _env("LLM_CONTEXT_TOKENS", 8192, int),
         "LLM_MAX_TOKENS": _env("LLM_MAX_TOKENS", 512, int),

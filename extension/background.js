@@ -403,6 +403,24 @@ async function withDebugger(tabId, fn) {
   finally { try { await chrome.debugger.detach(target); } catch (e) { /* already gone */ } }
 }
 
+// A real (trusted) click, right click or double click at a point of the viewport.
+async function mouseAt(tabId, kind, x, y) {
+  const button = kind === "rightClick" ? "right" : "left";
+  await withDebugger(tabId, async (send) => {
+    await send("Input.dispatchMouseEvent", {type: "mouseMoved", x, y});
+    for (let count = 1; count <= (kind === "doubleClick" ? 2 : 1); count++) {
+      await send("Input.dispatchMouseEvent", {type: "mousePressed", x, y, button, clickCount: count});
+      await send("Input.dispatchMouseEvent", {type: "mouseReleased", x, y, button, clickCount: count});
+    }
+  });
+}
+
+function base64Of(bytes) {
+  let text = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(text);
+}
+
 async function pressKeys(tabId, events) {
   await withDebugger(tabId, async (send) => {
     for (const e of events) {
@@ -630,19 +648,24 @@ const COMMANDS = {
   agentic_selector: async (c) => {
     const tabId = await drivenTab(c);
     const m = ok(await page(tabId, "match", c.args.selectors || {}));
-    if (!m.count) {
-      throw new Error(`No element matches the selectors ${JSON.stringify(c.args.selectors)}; this service has no ` +
-        `model fallback for "${c.args.fallback_operator_query || ""}".`);
-    }
+    // The service adds what the model fallback needs to this error (app/windows/service.py).
+    if (!m.count) throw new Error(`No element matches the selectors ${JSON.stringify(c.args.selectors)}.`);
     const action = c.args.action || {type: "click"};
     const target = m.index;
+    const verified = c.args.verification_description ? {verified: null} : {};
     switch (action.type) {
-      case "click": ok(await page(tabId, "click", target)); await settle(await drivenTab(c)); return {value: null};
-      case "hover": ok(await page(tabId, "hover", target)); return {value: null};
+      case "click": ok(await page(tabId, "click", target)); await settle(await drivenTab(c)); return {value: null, ...verified};
+      case "rightClick": case "doubleClick": {
+        const at = ok(await page(tabId, "center", target));
+        await mouseAt(tabId, action.type, at.x, at.y);
+        await settle(await drivenTab(c));
+        return {value: null, ...verified};
+      }
+      case "hover": ok(await page(tabId, "hover", target)); return {value: null, ...verified};
       case "fill":
         ok(await page(tabId, "type", target, String(action.value ?? ""), {clear: true}));
         if (action.pressEnter) { await pressKeys(tabId, parseCombo("Enter")); await settle(await drivenTab(c)); }
-        return {value: null};
+        return {value: null, ...verified};
       case "selectOptionByValue": return {value: ok(await page(tabId, "select", target, String(action.value))).selected};
       case "selectOptionByIndex": {
         const options = ok(await page(tabId, "property", target, "options"));
@@ -655,6 +678,54 @@ const COMMANDS = {
       default: throw new Error(`The selector action '${action.type}' is not supported by this extension.`);
     }
   },
+  agentic_mouse_action: async (c) => {
+    // The recorded point, scaled from the recorded viewport to this one when resize_window is set.
+    const tabId = await drivenTab(c);
+    const click = c.args.recorded_click || {}, action = c.args.action || {type: "click"};
+    const [width, height] = await runInPage(tabId, "[window.innerWidth, window.innerHeight]");
+    const recorded = click.viewport || {};
+    let x = Number(click.x), y = Number(click.y);
+    if (c.args.resize_window && recorded.width && recorded.height) {
+      x = x * width / recorded.width;
+      y = y * height / recorded.height;
+    }
+    if (!(x >= 0 && x < width && y >= 0 && y < height)) {
+      throw new Error(`No element matches the selectors: the point (${x}, ${y}) is outside the ${width}x${height} viewport.`);
+    }
+    if (action.type === "scroll") {
+      await withDebugger(tabId, (send) => send("Input.dispatchMouseEvent",
+        {type: "mouseWheel", x, y, deltaX: Number(action.deltaX || 0), deltaY: Number(action.deltaY || 0)}));
+      await sleep(100);  // the wheel scrolls asynchronously
+    } else if (["click", "rightClick", "doubleClick"].includes(action.type)) {
+      await mouseAt(tabId, action.type, x, y);
+    } else if (action.type === "fill") {
+      await mouseAt(tabId, "click", x, y);
+      await runInPage(tabId, "const e = document.activeElement; if (e && e.select) e.select(); return null;");
+      await withDebugger(tabId, (send) => send("Input.insertText", {text: String(action.text ?? "")}));
+      if (action.pressEnter) await pressKeys(tabId, parseCombo("Enter"));
+    } else {
+      throw new Error(`The mouse action '${action.type}' is not supported by this extension.`);
+    }
+    await settle(await drivenTab(c));
+    return c.args.verification_description ? {verified: null} : null;
+  },
+  save_pdf_file: async (c) => {
+    const tabId = await drivenTab(c);
+    const tab = await chrome.tabs.get(tabId);
+    const stamp = new Date();
+    let shown = null;
+    try { shown = await runInPage(tabId, "document.contentType"); } catch (e) { shown = null; /* Chromium's own viewer page */ }
+    if (shown === "application/pdf" || (shown === null && /\.pdf($|[?#])/i.test(tab.url))) {
+      // The PDF the tab shows: its own bytes (with the user's cookies: the extension may fetch any URL).
+      const bytes = new Uint8Array(await (await fetch(tab.url, {credentials: "include"})).arrayBuffer());
+      const name = decodeURIComponent(new URL(tab.url).pathname.split("/").pop() || "document.pdf");
+      return {base64_content: base64Of(bytes), name: /\.pdf$/i.test(name) ? name : `${name}.pdf`,
+        mime_type: "application/pdf", timestamp: stamp.toISOString()};
+    }
+    const printed = await withDebugger(tabId, (send) => send("Page.printToPDF", {printBackground: true}));
+    return {base64_content: printed.data, name: `page-${stamp.getTime()}.pdf`, mime_type: "application/pdf",
+      timestamp: stamp.toISOString()};
+  },
   user_approval: async (c) => {
     const answer = await ask(c);
     if (answer.aborted) return {__status: "aborted", error: "The user dismissed the question."};
@@ -664,6 +735,11 @@ const COMMANDS = {
     const answer = await ask(c);
     if (answer.aborted) return {__status: "aborted", error: "The user dismissed the question."};
     return {values_by_name: answer.values || {}};
+  },
+  prompt_for_user_file: async (c) => {
+    const answer = await ask(c);
+    if (answer.aborted) return {__status: "aborted", error: "The user dismissed the question."};
+    return {file: answer.file};
   },
 };
 

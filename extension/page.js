@@ -47,6 +47,7 @@
  *                                    ({id, dataTestId, name, ariaLabel, role, type, tagName, className,
  *                                    textContent, xpath, domPath: {value}}), all of them must hold
  *   property(target, name)        -> {ok, value}: a DOM property (or attribute) of the element, as a string
+ *   center(target)                -> {ok, x, y}: the element scrolled into view, its centre in the viewport
  *   describe(target)              -> {ok, index, tag, role, name, text, label, attrs: {id, name, type, href,
  *                                    placeholder, data-*}, css, url, title}: how to find this element again
  *                                    (replay scripts), and the page it is on
@@ -691,6 +692,15 @@
       return r;
     },
     describe: function (target) { return withElement(target, locator); },
+    center: function (target) {
+      return withElement(target, function (el) {
+        try { el.scrollIntoView({block: "center", inline: "center"}); } catch (e) { el.scrollIntoView(); }
+        var b = el.getBoundingClientRect(), r = info(el);
+        r.x = b.left + b.width / 2;
+        r.y = b.top + b.height / 2;
+        return r;
+      });
+    },
     resolve: resolve,
     property: function (target, name) {
       return withElement(target, function (el) {

@@ -109,6 +109,21 @@ function questionCard(q) {
         onclick: () => answer({approved: true})}),
       el("button", {class: "reject", type: "button", text: q.args.reject_label || "Reject",
         onclick: () => answer({approved: false})})));
+  } else if (q.name === "prompt_for_user_file") {
+    const input = el("input", {type: "file", name: q.args.variable_name || "file"});
+    card.append(el("label", {text: q.args.variable_name || "File"}, input), el("div", {class: "row"},
+      el("button", {class: "primary submit", type: "button", text: "Send file", onclick: async () => {
+        const chosen = input.files[0];
+        if (!chosen) return;
+        const data = await new Promise((resolve) => {
+          const reader = new FileReader();
+          reader.onload = () => resolve(String(reader.result));
+          reader.readAsDataURL(chosen);
+        });
+        answer({file: {source: "inMemoryFile", filename: chosen.name, mimeType: chosen.type || "application/octet-stream",
+          base64: data.slice(data.indexOf(",") + 1)}});
+      }}),
+      el("button", {class: "cancel", type: "button", text: "Dismiss", onclick: () => answer({aborted: true})})));
   } else {
     const fields = (q.args.variables || []).map((v) => {
       const input = v.type === "boolean" ? el("input", {type: "checkbox", name: v.name})

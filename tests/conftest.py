@@ -22,6 +22,10 @@ os.environ.update({
     "VAR_DIR": tempfile.mkdtemp(prefix="rd-test-var-"),
     "SWEEP_INTERVAL_SECONDS": "1",
     "ALLOW_PRIVATE_URLS": "true",
+    # Browsers start cold, as the tests counting browser processes expect; tests/test_browser_pool.py and
+    # tests/test_session_pool.py turn them on.
+    "BROWSER_POOL_SIZE": "0",
+    "SESSION_POOL_SIZE": "0",
     # Shared rate-limit counting (tests/ensure_services.sh starts Redis), so web processes with
     # WEB_CONCURRENCY=2 are allowed; each test database counts under its own prefix.
     "RATELIMIT_STORAGE_URI": os.environ.get("TEST_RATELIMIT_STORAGE_URI", "redis://127.0.0.1:6379/0"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from app.browser_host import browser_owned, unprivileged_chromedriver
+from app.sandbox.box import browser_owned, unprivileged_chromedriver
 from tests.processes import ROOT, WebProcess, free_port
 
 EXTENSION_DIR = ROOT / "extension"

@@ -5,7 +5,7 @@ import os
 import pytest
 import requests
 
-from app.browser_host import unprivileged_chromedriver  # noqa: F401 (tests import it from here)
+from app.sandbox.box import unprivileged_chromedriver  # noqa: F401 (tests import it from here)
 from tests.processes import ManagedProcess, free_port
 
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -32,6 +32,23 @@ def text(content):
     return {"content": content}
 
 
+CHECK_TOOL = "task_done"  # workers/planners/completion_check.py
+
+
+def check(done, reason="scripted"):
+    """A scripted reply to the completion check: done "yes" or "no" with a reason."""
+    return tool_call(CHECK_TOOL, done="yes" if done else "no", reason=reason)
+
+
+def is_check(body):
+    """Is this request the agent's completion check (only its tool offered)?"""
+    return [t.get("function", {}).get("name") for t in body.get("tools") or ()] == [CHECK_TOOL]
+
+
+def _for_check(reply):
+    return isinstance(reply, dict) and [c.get("name") for c in reply.get("tool_calls") or ()] == [CHECK_TOOL]
+
+
 def held(seconds, reply):
     """A scripted reply sent only after `seconds` (a model computing); if the client drops the connection
     meanwhile, nothing is sent and the drop is counted in ScriptedModel.dropped."""
@@ -165,6 +182,7 @@ class ScriptedModel:
         self.requests = []
         self.refusals = []  # why requests were refused as malformed (a test expecting none checks it is empty)
         self.dropped = 0  # held replies whose client hung up before they were sent
+        self.defaulted_checks = 0  # completion checks answered "yes" without a scripted reply
         self._script = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -186,6 +204,7 @@ class ScriptedModel:
             self.requests.clear()
             self.refusals.clear()
             self.dropped = 0
+            self.defaulted_checks = 0
 
     def recorded(self):
         """Every request body received so far, as raw text (to search for what the model must never see)."""
@@ -201,7 +220,12 @@ class ScriptedModel:
         self._server.server_close()
 
     def _next(self, body):
+        """The script's next reply. A completion check the script has no check(...) reply for next is answered
+        "yes" (scripts written before the check, or that do not test it, stay as they are)."""
         with self._lock:
+            if is_check(body) and not (self._script and _for_check(self._script[0])):
+                self.defaulted_checks += 1
+                return check(True, "the scripted model's default verdict")
             if not self._script:
                 return failure(500, "the scripted model ran out of replies")
             reply = self._script.pop(0)

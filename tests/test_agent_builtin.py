@@ -1,4 +1,4 @@
-"""The agent runtime with no model: the built-in planner's steps, the README's examples, questions, secrets."""
+"""The agent runtime with no model: the built-in planner's steps, docs/agent.md's examples, questions, secrets."""
 import json
 import re
 from pathlib import Path
@@ -22,8 +22,8 @@ EXAMPLE = re.compile(
 
 
 def readme_examples():
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Built-in planner"):readme.index("### With a language model")]
+    guide = (ROOT / "docs" / "agent.md").read_text()
+    section = guide[guide.index("## Built-in planner"):guide.index("## With a language model")]
     return [m.groupdict() for m in EXAMPLE.finditer(section)]
 
 

@@ -12,7 +12,7 @@ from app.models import WebhookDelivery
 from app.webhooks import outbox
 from tests.agent_support import CLOUD, run, stored_task
 from tests.conftest import WorkerProcess, poll, submit, wait_for_status
-from tests.llm_server import ScriptedModel, failure, text, tool_call
+from tests.llm_server import ScriptedModel, check, failure, is_check, text, tool_call
 from tests.page_server import PageServer
 
 MAX_STEPS = 6
@@ -27,6 +27,9 @@ SHOP = """<html><head><title>Tom & Jerry's shop</title></head><body><h1>Offers f
 BIG = ("<html><head><title>Catalogue</title></head><body>"
        + "".join(f"<div><a href='/item/{i}'>Item {i}</a> costs {i} euros</div>" for i in range(7000))
        + "</body></html>")
+# A button that says it was pressed: pressing it again changes nothing; and a form that must be sent.
+PRESS = """<html><head><title>Press</title></head><body><button onclick="out.textContent = 'Pressed.'">Press me</button>
+<button onclick="sent.textContent = 'Sent.'">Send</button><p id="out">Not pressed.</p><p id="sent"></p></body></html>"""
 pytestmark = pytest.mark.slow
 
 
@@ -41,7 +44,7 @@ def model():
 def pages():
     server = PageServer({"/article": "<html><head><title>Herons</title></head><body><nav>Menu</nav>"
                                      "<h1>The grey heron</h1><p class='lead'>A long-legged bird.</p></body></html>",
-                         "/shop": SHOP, "/big": BIG})
+                         "/shop": SHOP, "/big": BIG, "/press": PRESS})
     yield server
     server.close()
 
@@ -192,7 +195,7 @@ def test_no_progress_budget(client, api_key, model, model_worker):
     model.script(*[tool_call("current_time")] * 4)
     _, body = run(client, api_key, {"prompt": "What time is it?"})
     assert body["status"] == "error"
-    assert body["response"]["text"] == "No progress: the action 'current time' was repeated 4 times in a row."
+    assert body["response"]["text"] == "No progress: the action 'current time' ran 3 times in a row and was asked for again."
     assert body["usage"]["actions"] == 3
 
 
@@ -313,7 +316,8 @@ def test_the_model_sees_the_page_after_every_action_as_written(client, api_key, 
     assert all(r["max_tokens"] == REPLY and r["tool_choice"] == "required" for r in requests)
     # Few tools: the page view follows every action, so no read tool.
     assert {t["function"]["name"] for t in requests[0]["tools"]} == {
-        "answer", "ask_user", "wait", "go_to", "click", "type", "select", "press", "scroll", "extract", "go_back"}
+        "answer", "ask_user", "ask_for_person", "wait", "go_to", "click", "type", "select", "press", "scroll", "extract",
+        "go_back"}
     opened = _result(requests[1])
     assert opened.startswith(f"URL: {pages.url('/shop')}\nTitle: Tom & Jerry's shop\n")
     assert 'Offers for "friends" & family' in opened and """value="say 'hi' & <bye>\"""" in opened
@@ -365,3 +369,79 @@ def _tokenizer():
     from config.local_model import gguf_path
 
     return Llama(model_path=gguf_path(), vocab_only=True, verbose=False)
+
+
+def _checks(requests):
+    return [r for r in requests if is_check(r)]
+
+
+def test_a_right_action_repeated_on_an_unchanged_page_ends_in_success_after_the_check(
+        client, api_key, model, pages, model_worker):
+    # A small model's habit: the right click, then the same click again and again, never `answer`.
+    model.script(tool_call("go_to", url=pages.url("/press")), *[tool_call("click", target="Press me")] * 3,
+                 check(True, "The page says Pressed."))
+    prompt = f"/Operator Open {pages.url('/press')} and press the button."
+    _, body = run(client, api_key, {"executionMode": "cloud_browser", "prompt": prompt})
+    assert body["status"] == "success", body
+    assert body["response"]["text"] == "Done: The page says Pressed."
+    # The second click left the page as the first made it: the third was not run, the check was asked instead.
+    assert body["usage"]["actions"] == 3
+    requests = model.bodies()
+    [asked] = _checks(requests)
+    assert asked is requests[-1] and asked["tool_choice"] == "required" and asked["max_tokens"] < REPLY
+    question = asked["messages"][-1]["content"]
+    assert question.startswith(f"Task: Open {pages.url('/press')} and press the button.\n\nActions:\n- go to ")
+    assert "Pressed." in question and question.endswith("Is the task done?")
+    # The verdict and its reason are in the trace (its own entry and the final one); its tokens in usage.
+    trace = body["response"]["actionTrace"]
+    verdict = {"done": True, "reason": "The page says Pressed.", "by": "model", "tokens": 1000}
+    assert trace[-2]["check"] == verdict and trace[-2]["action"] == "completion check: done (The page says Pressed.)"
+    assert trace[-1]["check"] == verdict
+    assert body["usage"]["credits"] == pytest.approx(3 * 1.0 + 5 * 1000 / 1000 * 0.1)
+    assert not model.refusals
+
+
+def test_an_answer_without_acting_on_a_named_page_is_sent_back_then_an_error(client, api_key, model, pages,
+                                                                           model_worker):
+    model.script(*[text("The page says hello.")] * 3)
+    prompt = f"/Operator Open {pages.url('/press')} and tell me what it says."
+    _, body = run(client, api_key, {"prompt": prompt})
+    assert body["status"] == "error", body
+    assert body["response"]["text"] == ("The task was not done: No action was taken on the page, and the task "
+                                        "asks for something on a page.")
+    assert body["usage"]["actions"] == 0
+    requests = model.bodies()
+    assert len(requests) == 3 and not _checks(requests)  # the built-in rule: no model needed to judge
+    sent_back = requests[1]["messages"][-1]["content"]
+    assert sent_back.startswith("Not done yet: No action was taken on the page") and "Act on the page" in sent_back
+    assert body["response"]["actionTrace"][-1]["check"]["by"] == "rules"
+
+
+def test_the_checks_no_keeps_the_agent_working_within_its_budget(client, api_key, model, pages, model_worker):
+    model.script(tool_call("go_to", url=pages.url("/press")), tool_call("answer", text="Sent."),
+                 check(False, "Nothing was sent: the page shows no Sent."),
+                 tool_call("click", target="Send"), tool_call("answer", text="Sent."),
+                 check(True, "The page says Sent."))
+    prompt = f"/Operator Open {pages.url('/press')} and send it."
+    _, body = run(client, api_key, {"executionMode": "cloud_browser", "prompt": prompt})
+    assert body["status"] == "success", body
+    assert body["response"]["text"] == "Sent."
+    assert body["usage"]["actions"] == 2
+    requests = model.bodies()
+    assert len(_checks(requests)) == 2
+    heard = _result(requests[3])
+    assert heard == "Not done yet: Nothing was sent: the page shows no Sent. Keep working on the task, then call answer."
+    checks = [e["check"] for e in body["response"]["actionTrace"] if "check" in e]
+    assert [(c["done"], c["reason"]) for c in checks] == [
+        (False, "Nothing was sent: the page shows no Sent."), (True, "The page says Sent."),
+        (True, "The page says Sent.")]  # the last: the final entry's copy
+
+
+def test_a_check_that_keeps_saying_no_ends_the_task_as_error(client, api_key, model, pages, model_worker):
+    model.script(tool_call("go_to", url=pages.url("/press")),
+                 *[reply for _ in range(3) for reply in (tool_call("answer", text="Done."), check(False, "No."))])
+    _, body = run(client, api_key, {"executionMode": "cloud_browser",
+                                    "prompt": f"/Operator Open {pages.url('/press')} and send it."})
+    assert body["status"] == "error", body
+    assert body["response"]["text"] == "The task was not done: No."
+    assert len(_checks(model.bodies())) == 3 and body["usage"]["actions"] == 1

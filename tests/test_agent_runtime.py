@@ -51,6 +51,24 @@ def test_the_last_allowed_step_may_still_answer(client, api_key, config):
     assert body["response"]["text"] == "Step limit reached: the task needed more than 2 actions."
 
 
+def test_without_a_model_the_built_in_rules_judge_a_task_that_names_a_page(client, api_key, config):
+    # Answered without acting on the page the task names: never a success (workers/agent/completion.py).
+    task_id = _task(api_key, "/Operator\nanswer http://127.0.0.1:9/ says hello")
+    runner.execute_task(task_id)
+    body = poll(client, api_key, task_id).get_json()
+    assert body["status"] == "error"
+    assert body["response"]["text"] == ("The task was not done: No action was taken on the page, and the task asks "
+                                        "for something on a page.")
+    assert body["response"]["actionTrace"][-1]["check"] == {"done": False, "by": "rules", "tokens": 0,
+                                                            "reason": body["response"]["text"][23:]}
+    # A web task that names no page is not judged; a general one never is.
+    for prompt in ("/Operator answer hi", "answer http://127.0.0.1:9/ says hello"):
+        task_id = _task(api_key, prompt)
+        runner.execute_task(task_id)
+        body = poll(client, api_key, task_id).get_json()
+        assert body["status"] == "success" and "check" not in body["response"]["actionTrace"][-1], body
+
+
 def test_web_agent_without_its_browser_says_what_to_install(client, api_key, config):
     config["CHROMEDRIVER_PATH"] = "/nonexistent/chromedriver"
     task_id = _task(api_key, "/Operator go to https://example.com", mode="cloud_browser")

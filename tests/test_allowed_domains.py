@@ -6,7 +6,7 @@ import time
 import pytest
 import requests
 
-from app.egress import EgressRefused, OutsideFence, Policy, host_pattern
+from app.egress.policy import EgressRefused, OutsideFence, Policy, host_pattern
 from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import submit, wait_until
 from tests.processes import WebProcess, WorkerProcess

@@ -59,7 +59,7 @@ def pages():
 
 @pytest.fixture(scope="module")
 def egress():
-    """Our browsers have no network but their egress proxy (app/browser_host.py): this one lets loopback pages in."""
+    """Our browsers have no network but their egress proxy (app/sandbox/box.py): this one lets loopback pages in."""
     with EgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "driver-test") as proxy:
         yield proxy.address
 

@@ -11,7 +11,7 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
-from app.browser_host import browser_owned, unprivileged_chromedriver
+from app.sandbox.box import browser_owned, unprivileged_chromedriver
 from tests.browser_pages import Canary, RecordingServer, UdpCanary
 from tests.conftest import WorkerProcess, submit, wait_for_status, wait_until
 from tests.grid import selenium_grid  # noqa: F401 (fixture)

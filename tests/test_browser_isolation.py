@@ -8,12 +8,11 @@ import os
 import tempfile
 
 import pytest
-import requests
-import websocket
 
-from app import browser_host
+from app.sandbox import processes as sandbox_processes
 from app.sessions import browsers
 from tests.conftest import submit, wait_until
+from tests.devtools import devtools_websocket
 from tests.page_server import PageServer
 from tests.processes import WorkerProcess
 from workers.browser.egress import EgressProxy, our_proxies
@@ -49,7 +48,7 @@ HOSTILE_URLS = ("file://{canary}", "file:///etc/hostname", "file:///proc/1/envir
 def _process_facts(pgid):
     """(uid, argv) of each process of the sandbox's process group (renderers name no folder of ours)."""
     facts = []
-    for pid, _ in browser_host.processes():
+    for pid, _ in sandbox_processes.processes():
         try:
             with open(f"/proc/{pid}/stat") as stat:
                 if int(stat.read().rsplit(")", 1)[1].split()[2]) != pgid:
@@ -110,8 +109,7 @@ class Cdp:
     """A raw DevTools client on the browser endpoint itself (below any CDP filtering of ours)."""
 
     def __init__(self, debugger_address):
-        url = requests.get(f"http://{debugger_address}/json/version", timeout=10).json()["webSocketDebuggerUrl"]
-        self.ws = websocket.create_connection(url, timeout=20, suppress_origin=True)
+        self.ws = devtools_websocket(debugger_address)
         self.ids = itertools.count(1)
         self.events = []
 
@@ -129,8 +127,9 @@ class Cdp:
         """A new tab on `url` (in `context`), attached, loaded or failed: its session id."""
         target = self("Target.createTarget", url=url, **({"browserContextId": context} if context else {}))
         session = self("Target.attachToTarget", targetId=target["result"]["targetId"], flatten=True)["result"]
-        wait_until(lambda: self.evaluate(session["sessionId"], "document.readyState") == "complete",
-                   what=f"{url} to load or fail", timeout=20)
+        # A new tab is about:blank (complete at once) until the navigation commits: wait for the page asked for.
+        loaded = "location.href !== 'about:blank' && document.readyState === 'complete'"
+        wait_until(lambda: self.evaluate(session["sessionId"], loaded) is True, what=f"{url} to load or fail", timeout=20)
         return session["sessionId"]
 
     def evaluate(self, session, expression):
@@ -177,7 +176,7 @@ def test_a_kept_sessions_browser_holds_against_hostile_cdp(site):
                            launched.profile_dir, egress=browsers.egress_dir(config, session_id))
         os.rmdir(outside)
     assert canary.requests == []
-    assert not [pid for pid, directory in browser_host.processes_under(root.parent).items() if directory == str(root)]
+    assert not [pid for pid, directory in sandbox_processes.processes_under(root.parent).items() if directory == str(root)]
 
 
 def test_browsers_of_a_sigkilled_worker_are_gone_within_beats_sweep(client, api_key, site):
@@ -185,13 +184,13 @@ def test_browsers_of_a_sigkilled_worker_are_gone_within_beats_sweep(client, api_
     var_dir = os.environ["VAR_DIR"]
 
     def instance_browsers():
-        return list(browser_host.processes_under(browsers_dir(var_dir))) + list(our_proxies({"VAR_DIR": var_dir}))
+        return list(sandbox_processes.processes_under(browsers_dir(var_dir))) + list(our_proxies({"VAR_DIR": var_dir}))
 
     doomed = WorkerProcess(queues="tasks", concurrency=1, name="isolation-doomed")
     submit(client, api_key, {"prompt": f"/Operator\ngo to {pages.url('/slow')}\nwait for \"never shown\"\nwait 30",
                              "executionMode": "cloud_browser"})
     try:
-        wait_until(lambda: len(browser_host.processes_under(browsers_dir(var_dir))) >= 3,
+        wait_until(lambda: len(sandbox_processes.processes_under(browsers_dir(var_dir))) >= 3,
                    what="the task's browser to start", timeout=60)
     finally:
         doomed.kill()

@@ -14,6 +14,13 @@ from wsproto.events import TextMessage
 from app.sessions.cdp_proxy import WS_GUID, Proxy
 
 TOKEN = "relay-test-token"
+TARGETS = {"page": {"targetId": "page", "type": "page", "url": "https://example.test/"},
+           "omnibox": {"targetId": "omnibox", "type": "browser_ui", "url": "chrome://omnibox-popup.top-chrome/"},
+           "settings": {"targetId": "settings", "type": "page", "url": "chrome://settings/"},
+           "extension": {"targetId": "extension", "type": "service_worker", "url": "chrome-extension://abc/sw.js"}}
+SMALL_REPLIES = {"Target.getTargetInfo": lambda params: {"targetInfo": TARGETS.get(params.get("targetId"))},
+                 "Page.printToPDF": lambda params: {"data": "", "stream": "pdf-17"},
+                 "IO.read": lambda params: {"data": "%PDF", "eof": True}}
 
 
 class ScriptedBrowser:
@@ -26,6 +33,10 @@ class ScriptedBrowser:
 
     async def handle(self, reader, writer):
         head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        if head.startswith("GET /json/version"):  # the relay asks where the browser endpoint is
+            body = json.dumps({"webSocketDebuggerUrl": "ws://127.0.0.1/devtools/browser/abc"}).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            return await writer.drain()
         key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
                    if line.lower().startswith("sec-websocket-key:"))
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
@@ -38,6 +49,11 @@ class ScriptedBrowser:
                 if isinstance(event, TextMessage):
                     command = json.loads(event.data)
                     self.received.append(command)
+                    if command["method"] in SMALL_REPLIES:  # answered at once, in one frame, as Chromium does
+                        result = SMALL_REPLIES[command["method"]](command.get("params") or {})
+                        writer.write(ws.send(TextMessage(data=json.dumps({"id": command["id"], "result": result}))))
+                        await writer.drain()
+                        continue
                     reply = json.dumps({"id": command["id"], "result": {"echo": "x" * 300_000}})
                     third = len(reply) // 3
                     writer.write(ws.send(TextMessage(data=reply[:third], message_finished=False)))
@@ -111,3 +127,49 @@ def test_without_the_credential_nothing_is_relayed(relay):
                                     timeout=10)
     assert elsewhere.value.status_code == 404
     assert browser.received == []
+
+
+def test_cdp_reaches_pages_only_and_no_trace_nor_stream_it_was_not_given(relay):
+    """The issue's WebUI and tracing attempts: Chromium's own targets are neither attached nor listed, tracing is
+    refused, and only streams the browser handed this caller are read."""
+    url, browser, _ = relay
+    ws = websocket.create_connection(url, header=[f"Authorization: Bearer {TOKEN}"], timeout=30)
+    sent = [
+        ("Target.attachToTarget", {"targetId": "omnibox", "flatten": True}),
+        ("Target.attachToTarget", {"targetId": "settings", "flatten": True}),
+        ("Target.activateTarget", {"targetId": "extension"}),
+        ("Target.sendMessageToTarget", {"targetId": "omnibox", "message": '{"id":1,"method":"Runtime.evaluate"}'}),
+        ("Target.attachToTarget", {"targetId": "gone", "flatten": True}),
+        ("Tracing.start", {"transferMode": "ReturnAsStream"}),
+        ("Tracing.end", {}),
+        ("IO.read", {"handle": "trace-1"}),
+        ("Target.attachToTarget", {"targetId": "page", "flatten": True}),
+        ("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}),
+        ("Target.getTargets", {"filter": [{"type": "page"}]}),
+        ("Page.printToPDF", {"transferMode": "ReturnAsStream"}),
+        ("IO.read", {"handle": "pdf-17"}),
+    ]
+    try:
+        replies = {}
+        for number, (method, params) in enumerate(sent, 1):
+            ws.send(json.dumps({"id": number, "method": method, "params": params}))
+            while number not in replies:
+                reply = json.loads(ws.recv())
+                replies[reply["id"]] = reply
+    finally:
+        ws.close()
+    errors = {number: replies[number].get("error", {}).get("message", "") for number in replies}
+    assert "'browser_ui' targets are the browser's own" in errors[1]
+    assert "chrome: pages are the browser's own" in errors[2] and "'service_worker'" not in errors[3]
+    assert "chrome-extension: pages are the browser's own" in errors[3] and "browser's own" in errors[4]
+    assert "no such target" in errors[5]
+    assert "command line" in errors[6] and "command line" in errors[7]
+    assert "only a stream this session was given" in errors[8]
+    assert not [errors[number] for number in range(9, 14) if errors[number]], [errors[n] for n in range(9, 14)]
+    forwarded = [(c["method"], c.get("params")) for c in browser.received if c["method"] != "Target.getTargetInfo"]
+    hidden = [{"type": kind, "exclude": True} for kind in ("browser_ui", "other", "background_page", "webview")]
+    assert forwarded[0] == ("Target.attachToTarget", {"targetId": "page", "flatten": True})
+    assert forwarded[1][0] == "Target.setAutoAttach" and forwarded[1][1]["filter"][:4] == hidden
+    assert forwarded[1][1]["filter"][-3:] == [{"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {}]
+    assert forwarded[2][1]["filter"][:4] == hidden and forwarded[2][1]["filter"][-1] == {"type": "page"}
+    assert [method for method, _ in forwarded[3:]] == ["Page.printToPDF", "IO.read"]

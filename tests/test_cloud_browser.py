@@ -199,8 +199,10 @@ def test_the_scripted_model_does_the_same_and_answers_the_schema(client, api_key
         assert {"go_to", "click", "type", "select", "scroll", "go_back", "extract"} <= set(tools)
         for name in ("click", "type", "select"):  # offered: element numbers (text targets still run, above)
             assert tools[name]["properties"]["target"]["type"] == "integer", tools[name]
-        # Each turn, an element number is one the latest page view shows (the new-tab page's, then the login form's).
-        for request in requests[:2]:
+        # The browser starts on about:blank: the model is never shown Chromium's new-tab page (nor its links).
+        assert not any("chrome" in (m.get("content") or "") for m in requests[0]["messages"])
+        # Each turn, an element number is one the latest page view shows (the login form's, before and after typing).
+        for request in requests[1:3]:
             view = next(m["content"] for m in reversed(request["messages"]) if "URL: " in (m.get("content") or ""))
             shown = sorted({int(n) for n in re.findall(r"\[(\d+)\]<", view)})
             offered = {t["function"]["name"]: t["function"]["parameters"] for t in request["tools"]}

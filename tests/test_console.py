@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app import lifecycle
-from app.browser_host import unprivileged_chromedriver
+from app.sandbox.box import unprivileged_chromedriver
 from app.dispatch import queries, service as dispatch_service
 from tests.conftest import ROOT, WorkerProcess, make_key
 from tests.processes import WebProcess
@@ -435,3 +435,30 @@ def test_a_bad_page_link_falls_back_to_the_newest_tasks(client, key):
     _signed_in_client(client, key)
     response = client.get("/console/tasks?cursor=not-a-cursor&status=bogus")
     assert response.status_code == 200 and "not valid any more" in response.get_data(as_text=True)
+
+
+def test_the_new_task_form_takes_input_variables_and_allowed_domains(client, key, unpublished):
+    from app.extensions import db
+    from app.models import Task
+
+    _signed_in_client(client, key)
+    form = client.get("/console/tasks/new").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form)[1]
+    assert 'name="inputVariables"' in form and 'name="allowedDomains"' in form
+    started = client.post("/console/tasks/new", data={
+        "csrf_token": token, "prompt": "/Operator\ngo to http://127.0.0.1:8124/\ntype {{user}} into \"Name\"",
+        "executionMode": "cloud_browser", "inputVariables": '{"user": "ada"}',
+        "allowedDomains": "127.0.0.1:8124, *.example.com"})
+    assert started.status_code == 303, started.get_data(as_text=True)[:2000]
+    task = db.session.get(Task, started.headers["Location"].rsplit("/", 1)[1])
+    assert task.options["inputVariables"] == {"user": "ada"}
+    assert task.options["allowedDomains"] == ["127.0.0.1:8124", "*.example.com"]
+    # "Edit and run again" brings them back; what the API refuses, the form says.
+    again = client.get(f"/console/tasks/new?from={task.id}").get_data(as_text=True)
+    assert "127.0.0.1:8124 *.example.com" in again and "&#34;user&#34;: &#34;ada&#34;" in again
+    for fields, problem in (({"inputVariables": "[1]"}, "inputVariables: give a JSON object"),
+                            ({"inputVariables": "{user"}, "inputVariables: not valid JSON"),
+                            ({"allowedDomains": "http://x/"}, "allowedDomains")):
+        refused = client.post("/console/tasks/new", data={"csrf_token": token, "prompt": "answer x",
+                                                          "executionMode": "cloud", **fields})
+        assert refused.status_code == 400 and problem in refused.get_data(as_text=True), fields

@@ -17,22 +17,61 @@ def test_api_reference_is_generated_from_the_current_openapi_document():
         "docs/api.md is stale: run `make docs`"
 
 
-def test_documents_link_only_to_files_in_the_repository():
-    for doc in (ROOT / "README.md", ROOT / "docs" / "design.md", ROOT / "docs" / "api.md"):
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _prose(text):
+    """The text outside code blocks and code spans, where a link is a link."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+
+
+def anchors(doc):
+    """The anchors GitHub gives a document's headings: lower case, punctuation dropped, spaces as
+    hyphens, a repeated one numbered."""
+    seen, found = {}, set()
+    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^```.*?^```", "", doc.read_text(), flags=re.M | re.S),
+                              re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_documents_link_only_to_files_and_headings_in_the_repository():
+    assert len(DOCUMENTS) > 10
+    for doc in DOCUMENTS:
         text = doc.read_text()
         assert "../shared" not in text and "shared/spec" not in text and "DESIGN.md" not in text
-        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
-            if not target.startswith(("http://", "https://")):
-                assert (doc.parent / target).exists(), f"{doc.name} links to missing {target}"
+        for target in re.findall(r"\]\(([^)\s]+)\)", _prose(text)):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (doc.parent / path).resolve() if path else doc
+            assert linked.exists(), f"{doc.name} links to missing {path}"
+            assert linked.is_relative_to(ROOT), f"{doc.name} links out of the repository: {path}"
+            if anchor:
+                assert linked.suffix == ".md", f"{doc.name}: an anchor into {path}, which has no headings"
+                assert anchor in anchors(linked), f"{doc.name} links to {target}: no such heading"
+
+
+def test_the_anchors_are_githubs():
+    doc = ROOT / "var" / "anchors-test.md"
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text("# Waiting inline: `wait: true`\n## cloud_browser: the web agent\n## Tests\n## Tests\n")
+    try:
+        assert anchors(doc) == {"waiting-inline-wait-true", "cloud_browser-the-web-agent", "tests", "tests-1"}
+    finally:
+        doc.unlink()
 
 
 def readme_commands():
-    blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
+    """The `remote-dispatch` commands of the operations guide (the README names two of them in prose)."""
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "docs" / "operations.md").read_text(), re.S)
     return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()
             if line.startswith(".venv/bin/remote-dispatch")]
 
 
-def test_every_remote_dispatch_command_in_the_readme_runs_verbatim(tmp_path):
+def test_every_remote_dispatch_command_in_the_docs_runs_verbatim(tmp_path):
     commands = readme_commands()
     assert any(" keys create " in c for c in commands) and any(c.endswith("keys list") for c in commands)
     env = {**os.environ, "VAR_DIR": str(tmp_path)}  # its own database and keys, as a fresh clone has
@@ -50,8 +89,8 @@ def test_every_remote_dispatch_command_in_the_readme_runs_verbatim(tmp_path):
     assert any("Acme" in row and "pro" in row for row in rows)
 
 
-def test_every_make_target_the_readme_names_exists():
-    targets = set(re.findall(r"\bmake ([a-z][a-z-]+)", README))
-    assert {"run", "test", "bench", "docs"} <= targets
+def test_every_make_target_the_documents_name_exists():
+    targets = {target for doc in DOCUMENTS for target in re.findall(r"\bmake ([a-z][a-z-]+)", doc.read_text())}
+    assert {"run", "test", "bench", "docs", "eval"} <= targets
     for target in targets:
         assert subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, timeout=30).returncode == 0, target

@@ -9,7 +9,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from app.browser_host import unprivileged_chromedriver
+from app.sandbox.box import unprivileged_chromedriver
 from tests.processes import WebProcess
 
 pytestmark = pytest.mark.slow

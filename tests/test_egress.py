@@ -14,8 +14,8 @@ import pytest
 import requests
 import trustme
 
-from app import egress_http
-from app.egress import EgressRefused, Policy, UnsafeUrl
+from app.egress import client as egress_http
+from app.egress.policy import EgressRefused, Policy, UnsafeUrl
 
 
 class RecordingServer:

@@ -15,8 +15,14 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 RUN = {}  # the running `make run`: its process and log
-# The README's local webhook receiver (Webhooks, "Trying it on your machine"): allowed as the README says.
-README_HOSTS = "127.0.0.1:8443,127.0.0.1:8765"  # and the README's MCP server (MCP tool servers)
+README = (ROOT / "README.md").read_text()
+# The README's "Try it on your own machine": make run started again with these settings (its own page and
+# webhook receiver), which the instance here is started with too.
+README_RUN = dict(pair.split("=", 1) for pair in re.search(r"^((?:[A-Z_]+=\S+ )+)make run$", README, re.M)[1].split())
+# The docs' examples: their MCP server (docs/agent.md, MCP tool servers) and webhook receiver.
+DOCS_HOSTS = "127.0.0.1:8443,127.0.0.1:8765"
+# Where the docs' curl examples are, in the order they build on each other's answers.
+EXAMPLE_DOCS = ("api-guide.md", "agent.md", "replay.md", "cloud-sessions.md", "webhooks.md")
 PAGES = {"/hello": "<html><head><title>Hello</title></head><body><h1>Hello from a page</h1></body></html>",
          "/gone": "<html><head><title>Not here</title></head><body><h1>404: this page is gone</h1></body></html>"}
 
@@ -46,7 +52,9 @@ def embedded_stack(pages):
            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "BROKER_URL", "ENCRYPTION_KEY",
                         "RATELIMIT_STORAGE_URI", "RATELIMIT_KEY_PREFIX", "WEB_CONCURRENCY", "ALLOW_PRIVATE_URLS")}
     env.update(VAR_DIR=var_dir, PORT=str(port), SWEEP_INTERVAL_SECONDS="2",
-               EGRESS_ALLOW_HOSTS=f"{pages.url().split('/')[2]},{README_HOSTS}")
+               EGRESS_ALLOW_HOSTS=f"{pages.url().split('/')[2]},{README_RUN['EGRESS_ALLOW_HOSTS']},{DOCS_HOSTS}",
+               # The README's var/hook/… is this instance's VAR_DIR (the README's commands run where var/ is it).
+               WEBHOOK_CA_BUNDLE=os.path.join(var_dir, README_RUN["WEBHOOK_CA_BUNDLE"].removeprefix("var/")))
     log = open(os.path.join(var_dir, "run.log"), "w+")
     proc = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -176,15 +184,74 @@ def test_the_console_pages_answer_on_the_embedded_default(embedded_stack):
     assert "shown in the console" in console.get(f"{base}/console/tasks/{request_id}", timeout=10).text
 
 
-def _readme_blocks():
-    """(heading, language, body) of each ```sh and ```python block of the README, in order."""
+def _every_page(base, headers, limit):
+    """The key's task ids, following nextCursor from the first page to the last."""
+    paged, cursor = [], ""
+    while cursor is not None:
+        body = requests.get(base + "/fast/v2/remote-dispatch/responses", headers=headers, timeout=10,
+                            params={"limit": limit, "cursor": cursor}).json()
+        paged += [task["requestId"] for task in body["responses"]]
+        cursor = body["nextCursor"]
+    return paged
+
+
+def test_pages_of_tasks_neither_skip_nor_repeat_on_the_embedded_default(embedded_stack):
+    """SQLite keeps '…21.254': a cursor compared as '…21.254000' repeated each page's last task (issue 35)."""
+    base, key, var_dir = embedded_stack
+    headers = {"x-api-key": key}
+    for n in range(5):
+        assert requests.post(base + "/fast/v2/remote-dispatch", headers=headers, timeout=10,
+                             json={"prompt": f"answer page {n}", "executionMode": "cloud"}).status_code == 202
+    every = requests.get(base + "/fast/v2/remote-dispatch/responses?limit=100", headers=headers, timeout=10).json()
+    newest_first = [task["requestId"] for task in every["responses"]]
+    assert _every_page(base, headers, limit=2) == newest_first and len(newest_first) >= 5
+    # Rows of each form SQLite holds: milliseconds and a whole second from the clock, and a whole second without
+    # a fraction (rows from before milliseconds), two of each, paged one at a time.
+    import sqlite3
+
+    with sqlite3.connect(os.path.join(var_dir, "remote-dispatch.db"), timeout=30) as conn:
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(tasks)")]
+        model = dict(zip(columns, conn.execute("SELECT * FROM tasks WHERE id = ?", (newest_first[0],)).fetchone()))
+        forms = ["2020-01-01 00:00:02.500", "2020-01-01 00:00:02.000", "2020-01-01 00:00:01"]
+        old = [(f"00000000-0000-0000-0000-00000000000{n}", forms[n // 2]) for n in range(6)]
+        for task_id, created_at in old:
+            row = {**model, "id": task_id, "created_at": created_at}
+            conn.execute(f"INSERT INTO tasks ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                         [row[c] for c in columns])
+    # The console's "Older tasks" walks the same pages, 20 at a time.
+    for n in range(20):
+        requests.post(base + "/fast/v2/remote-dispatch", headers=headers, timeout=10,
+                      json={"prompt": f"answer console page {n}", "executionMode": "cloud"})
+    console = requests.Session()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', console.get(base + "/console/signin", timeout=10).text)
+    console.post(base + "/console/signin", data={"api_key": key, "csrf_token": token.group(1)}, timeout=10)
+    shown, url = [], base + "/console/tasks"
+    while url:
+        page = console.get(url, timeout=10).text
+        shown += re.findall(r'data-task-id="([^"]+)"', page)
+        older = re.search(r'<a href="([^"]+)" rel="next">Older tasks</a>', page)
+        url = base + older.group(1).replace("&amp;", "&") if older else None
+    listed = requests.get(base + "/fast/v2/remote-dispatch/responses?limit=100", headers=headers, timeout=10).json()
+    assert shown == [task["requestId"] for task in listed["responses"]] and len(shown) > 20
+    paged = _every_page(base, headers, limit=1)
+    assert paged == shown and paged[-6:] == ["00000000-0000-0000-0000-000000000001",
+                                             "00000000-0000-0000-0000-000000000000",
+                                             "00000000-0000-0000-0000-000000000003",
+                                             "00000000-0000-0000-0000-000000000002",
+                                             "00000000-0000-0000-0000-000000000005",
+                                             "00000000-0000-0000-0000-000000000004"]
+
+
+def _doc_blocks():
+    """(heading, language, body) of each ```sh and ```python block of the docs with examples, in order."""
     heading, blocks = None, []
-    for match in re.finditer(r"^(#+ [^\n]*)$|^```(sh|python)\n(.*?)^```", (ROOT / "README.md").read_text(),
-                             re.M | re.S):
-        if match[1]:
-            heading = match[1]
-        else:
-            blocks.append((heading, match[2], match[3]))
+    for doc in EXAMPLE_DOCS:
+        for match in re.finditer(r"^(#+ [^\n]*)$|^```(sh|python)\n(.*?)^```", (ROOT / "docs" / doc).read_text(),
+                                 re.M | re.S):
+            if match[1]:
+                heading = match[1]
+            else:
+                blocks.append((heading, match[2], match[3]))
     return blocks
 
 
@@ -211,11 +278,12 @@ def _wait_for_port(port, timeout=30):
     raise AssertionError(f"nothing listens on port {port}")
 
 
-def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
-    """Every curl command of the README, taken from its text and run by bash against `make run`."""
+def test_the_docs_curl_examples_work_as_written(embedded_stack, tmp_path):
+    """Every curl command of the API guide and its neighbours, taken from their text and run by bash against
+    `make run`."""
     base, key, _ = embedded_stack
     headers = {"x-api-key": key}
-    found = {}  # what earlier answers gave, for the README's placeholders
+    found = {}  # what earlier answers gave, for the docs' placeholders
 
     def submitted(body):
         request_id = requests.post(base + "/fast/v2/remote-dispatch", headers=headers, json=body,
@@ -225,9 +293,9 @@ def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
 
     ran, answers, servers = [], [], []
     try:
-        for heading, language, block in _readme_blocks():
+        for heading, language, block in _doc_blocks():
             if language == "python":
-                if "MCPServer" in block:  # the README's own MCP server, started as it says
+                if "MCPServer" in block:  # the docs' own MCP server, started as they say
                     (tmp_path / "weather_mcp.py").write_text(block)
                     servers.append(subprocess.Popen([str(ROOT / ".venv/bin/python"), "weather_mcp.py"],
                                                     cwd=tmp_path, start_new_session=True,
@@ -275,12 +343,58 @@ def test_the_readmes_curl_examples_work_as_written(embedded_stack, tmp_path):
         for server in servers:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(10)
-    # What the README says the examples answer.
+    # What the docs say the examples answer.
     assert len(ran) >= 15 and servers
     outputs = [json.loads(a).get("response") or {} for a in answers if a.startswith("{")]
     assert any(o.get("text") == "Forecast for Oslo: sunny, 21 C" for o in outputs)  # the MCP server
     assert any(o.get("structuredOutput") == {"city": "Oslo", "population": 709000} for o in outputs)  # responseFormat
     assert any("Total: 49.00 EUR" in (o.get("text") or "") for o in outputs)  # the attachment
+
+
+# Prepended to the README's commands: stop at the first failing command, and at any answer that is not 2xx
+# (curl itself exits 0 on a 4xx or 5xx).
+STRICT = r"""set -euo pipefail
+curl() {
+  local out status
+  out=$(command curl -w '\n%{http_code}' "$@") || return
+  status=${out##*$'\n'}
+  printf '%s\n' "${out%$'\n'*}"
+  [[ $status == 2?? ]] || { echo "HTTP $status from: curl $*" >&2; return 1; }
+}
+"""
+
+
+def _readme_script(base):
+    """The README's ```sh blocks, in order, as one bash script. Its `make` lines are the reader's other terminal:
+    the instance under test was started with the settings the README gives them."""
+    lines = [":  # " + line if re.match(r"^(?:[A-Z_]+=\S+ )*make ", line) else line
+             for block in re.findall(r"^```sh\n(.*?)^```", README, re.M | re.S) for line in block.splitlines()]
+    return STRICT + "\n".join(lines).replace("http://localhost:8000", base) + "\n"
+
+
+def test_every_command_of_the_readme_runs_as_written(embedded_stack, tmp_path):
+    """A reader's terminal: the repository's .venv, make run's var/ (its key file), the README's commands in order."""
+    base, _, var_dir = embedded_stack
+    os.symlink(ROOT / ".venv", tmp_path / ".venv")
+    os.symlink(var_dir, tmp_path / "var")
+    (tmp_path / "readme.sh").write_text(_readme_script(base))
+    with open(tmp_path / "out.log", "w+") as out:
+        reader = subprocess.Popen(["bash", "readme.sh"], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)  # its page server and webhook receiver stay in its group
+        try:
+            returncode = reader.wait(300)
+            deadline = time.monotonic() + 60  # the README's webhook is delivered after the script's last command
+            while '"Hello, webhook"' not in (tmp_path / "out.log").read_text() and time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            os.killpg(reader.pid, signal.SIGTERM)
+    output = (tmp_path / "out.log").read_text()
+    assert returncode == 0, output[-3000:]
+    assert re.search(r'"structuredOutput":\s*\{"city":\s*"Oslo",\s*"population":\s*709000\}', output), output
+    assert '"Signed in (7 characters)"' in output and '"Signed in (13 characters)"' in output  # the task, its replay
+    assert 'type "${PASSWORD}" into "Password"' in output  # the script keeps the secret's name, never its value
+    assert "hunter2" not in output and "correct horse" not in output
+    assert "webhook-id:" in output and '"Hello, webhook"' in output  # the event, as the receiver printed it
 
 
 def test_ctrl_c_hands_the_running_task_back_and_stops_cleanly(embedded_stack):

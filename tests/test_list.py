@@ -41,6 +41,26 @@ def test_pages_cover_every_task_once_newest_first(client, api_key, other_key):
     assert all_pages(client, api_key) == [ids[::-1]]
 
 
+def test_pages_of_tasks_stamped_by_the_database_clock_neither_skip_nor_repeat(client, api_key):
+    """Rows the clock stamps (not Python), paged one and two at a time (issue 35's repeated task)."""
+    ids = [submit(client, api_key, {"prompt": f"answer {n}", **CLOUD}).get_json()["requestId"]
+           for n in range(5)]
+    assert sum(all_pages(client, api_key, limit=2), []) == ids[::-1]
+    assert sum(all_pages(client, api_key, limit=1), []) == ids[::-1]
+
+
+def test_rows_of_older_timestamp_forms_page_in_time_order(client, api_key):
+    """Whole seconds, milliseconds and microseconds page in time order."""
+    key_id = db.session.query(ApiKey.id).filter(ApiKey.key_hash == hash_key(api_key)).scalar()
+    times = [datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), datetime(2026, 1, 2, 3, 4, 5, 254000, tzinfo=timezone.utc),
+             datetime(2026, 1, 2, 3, 4, 5, 900100, tzinfo=timezone.utc), datetime(2026, 1, 2, 3, 4, 6, tzinfo=timezone.utc)]
+    ids = [f"00000000-0000-0000-0000-0000000000{n}" for n in range(10, 14)]
+    db.session.add_all(Task(id=task_id, api_key_id=key_id, agent="general", execution_mode="cloud",
+                            prompt="answer x", created_at=at) for task_id, at in zip(ids, times))
+    db.session.commit()
+    assert sum(all_pages(client, api_key, limit=1), []) == ids[::-1]
+
+
 def test_items_are_poll_shaped(client, api_key):
     request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
     body = list_tasks(client, api_key).get_json()

@@ -12,17 +12,25 @@ from urllib.parse import quote_plus
 import jsonschema
 import pytest
 
+from config.local_model import MODEL
 from tests.conftest import WorkerProcess, wait_for_status
 from tests.llm_server import ScriptedModel, tool_call
 from tests.local_model import LocalModel
 from tests.page_server import PageServer
 from tests.test_cloud_browser import HOME, LOGIN, no_browser_left, ours
+from workers.agent.actions import Action
+from workers.agent.conversation import Conversation
+from workers.agent.loop import RunState
+from workers.planners import Brief
+from workers.planners.completion_check import MAX_TOKENS
+from workers.planners.openai_chat import ChatPlanner
 
 WAIT = 1200  # seconds; a model call takes 1 s on an idle core, far longer on a busy shared machine
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(WAIT + 300)]
 SETTINGS = dict(MAX_STEPS=2, NO_PROGRESS_REPEATS=2, TASK_TIMEOUT_SECONDS=900, LLM_TIMEOUT_SECONDS=600,
                 LLM_MAX_RETRIES=0, CREDITS_PER_ACTION=1.0, CREDITS_PER_1K_TOKENS=0.1)
 TERMINAL = ("success", "error", "input-required")
+CHECK_CONTEXT = 2048  # half the 4k-context the completion check must fit with a page view
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +66,21 @@ def assert_sound(model, body, prior_credits=0.0, prior_actions=0, prior_entries=
         assert exchange["status"] == 200, (exchange["status"], exchange["response"], exchange["raw"][-2000:])
     assert body["status"] in TERMINAL, body
     trace = body["response"]["actionTrace"]
-    assert len(trace) == prior_entries + body["usage"]["actions"] - prior_actions + 1, trace
+    checks = [e for e in trace[:-1] if "check" in e]  # the model's completion checks have entries of their own
+    assert len(trace) == prior_entries + body["usage"]["actions"] - prior_actions + len(checks) + 1, trace
     for entry in trace:
         assert {"url", "action", "startTs", "endTs", "durationMs"} <= set(entry), entry
         assert entry["startTs"] <= entry["endTs"] and entry["durationMs"] >= 0
     for exchange in exchanges:  # an element is named by its number: one of the latest page view's when one was shown
         offered = {t["function"]["name"]: t["function"]["parameters"]["properties"].get("target") or {}
                    for t in json.loads(exchange["raw"]).get("tools") or ()}
+        parameters = {t["function"]["name"]: t["function"]["parameters"]["properties"]
+                      for t in json.loads(exchange["raw"]).get("tools") or ()}
         for call in exchange["response"]["choices"][0]["message"].get("tool_calls") or ():
+            arguments = json.loads(call["function"]["arguments"])
+            for name, schema in parameters[call["function"]["name"]].items():  # an enum's value is one offered
+                if name in arguments and "enum" in schema:  # (the completion check's "yes"/"no" too)
+                    assert arguments[name] in schema["enum"], (call, schema)
             if call["function"]["name"] in ("click", "type", "select"):
                 target = json.loads(call["function"]["arguments"])["target"]
                 assert isinstance(target, int) and 0 <= target <= 9999, call
@@ -204,6 +219,37 @@ def test_a_cloud_browser_task_continues_on_the_real_model(client, api_key, app, 
         assert secret not in exchange["raw"] and quote_plus(secret) not in exchange["raw"]
     assert secret not in json.dumps(body) and secret not in log
     no_browser_left()
+
+
+def test_the_completion_check_fits_a_small_context_with_a_page_view_and_answers_yes_or_no(app, model):
+    # The check as the agent loop asks it (workers/planners/completion_check.py), of the real model, sized for a
+    # 2k-context model (half the 4k it must fit), after a click on a page whose view alone is about 6 times that.
+    model.clear()
+    prompt = "Open http://127.0.0.1:8000/press and press the button."
+    planner = ChatPlanner(Brief(prompt=prompt, agent="web", tools=[]), {
+        **app.config, "LLM_BASE_URL": model.base_url, "LLM_MODEL": MODEL, "LLM_CONTEXT_TOKENS": CHECK_CONTEXT,
+        "LLM_TIMEOUT_SECONDS": WAIT, "LLM_MAX_RETRIES": 0})
+    state = RunState(Conversation.begin([], prompt))
+    view = ("clicked [1] <button> Press me\nURL: http://127.0.0.1:8000/press\nTitle: Press\n[1]<button>Press me</button>\n"
+            + "".join(f"[{i}]<a>Item {i}</a> costs {i} euros\n" for i in range(2, 1000)) + "Pressed.")
+    for name, args, result in (("go_to", {"url": "http://127.0.0.1:8000/press"}, "URL: http://127.0.0.1:8000/press"),
+                               ("click", {"target": 1}, view)):
+        action = Action(name, args, f"{name} {args}", f"call_{name}")
+        state.conversation.add_call(action)
+        state.conversation.add_result(action.call_id, result)
+        state.trace.append({"action": action.description, "startTs": "t", "endTs": "t", "durationMs": 0})
+    verdict = planner.check_done(state, "")
+    [exchange] = [e for e in model.recorded() if e["path"].endswith("/chat/completions")]
+    assert exchange["status"] == 200, exchange
+    request = json.loads(exchange["raw"])
+    assert [t["function"]["name"] for t in request["tools"]] == ["task_done"]
+    assert "(cut to fit the model's context)" in request["messages"][-1]["content"]
+    [call] = exchange["response"]["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"])["done"] in ("yes", "no")  # the grammar kept it to the options
+    assert verdict is not None and verdict.by == "model" and isinstance(verdict.done, bool)
+    usage = exchange["response"]["usage"]
+    assert usage["prompt_tokens"] + MAX_TOKENS <= CHECK_CONTEXT, usage  # the check, with the page view, fits
+    assert verdict.tokens == usage["total_tokens"] == planner.tokens_used()
 
 
 def _submit(client, api_key, body):

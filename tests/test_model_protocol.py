@@ -161,8 +161,9 @@ def test_offered_tool_schemas_compile_into_grammars():
     for tool in planner.tools:
         assert compiles(tool["function"]["parameters"]), tool
     answer = planner.tools[0]["function"]["parameters"]
-    assert answer["properties"]["content"]["properties"]["legs"]["items"] == {
-        "$ref": "#/properties/content/$defs/leg"}
+    # (The definitions sit at the parameters' root: llama.cpp cannot follow a recursive one nested deeper.)
+    assert answer["properties"]["content"]["properties"]["legs"]["items"] == {"$ref": "#/$defs/leg"}
+    assert answer["$defs"]["leg"]["properties"]["side"] == {"enum": ["left", "right"]}
     # Arguments are still checked against the full schema.
     assert planner._arguments("crm__find", '{"query": 1, "filters": {}}') == ({"query": 1, "filters": {}}, None)
 

@@ -1,7 +1,7 @@
 """A kept cloud session's browser is behind its own egress proxy: pages reach only what the policy allows."""
 import pytest
 
-from app.egress_proxy import proxies_under
+from app.egress.proxy import proxies_under
 from app.extensions import db
 from app.models import CloudSession
 from app.sessions import browsers

@@ -12,7 +12,7 @@ import requests
 
 from app.extensions import db
 from app.models import CloudSession
-from app.egress_proxy import proxies_under
+from app.egress.proxy import proxies_under
 from app.sessions.browsers import egress_dir, profile_processes
 from workers.browser.kept_session import KeptSessionBrowser
 from tests.conftest import make_key, wait_until

@@ -69,6 +69,12 @@ BAD_BODIES = [
     ({"prompt": "x", "secretVariables": {"PASSWORD": 42}, **CLOUD},
      "secretVariables: PASSWORD: value: Not a valid string."),
     ({"prompt": "x", "wait": "soon", **CLOUD}, "wait: Not a valid boolean."),
+    # A misspelt field is named, with the field meant (issue 35: "promt" was accepted and the prompt missing).
+    ({"promt": "answer hi", **CLOUD}, "promt: unknown field; did you mean 'prompt'?"),
+    ({"prompt": "x", "callbackURL": "https://example.com/hook", **CLOUD},
+     "callbackURL: unknown field; did you mean 'callbackUrl'?"),
+    ({"prompt": "x", "secretVariable": {"PASSWORD": "p"}, **CLOUD},
+     "secretVariable: unknown field; did you mean 'secretVariables'?"),
 ]
 
 
@@ -148,6 +154,8 @@ def test_unknown_fields_are_ignored_and_sdk_aliases_accepted(client, api_key):
                            "json_schema": {"name": "R", "schema": {"type": "object"}}},
         "mcpServers": [{"url": "https://mcp.example.com", "label": None, "description": None,
                         "authentication": None, "selectedTools": None}],
+        # What the narada SDK sends that this service does not use.
+        "executionTraceContext": {"t": 1}, "userResourceCredentials": {}, "vectorStores": [], "criticContext": "c",
     })
     assert response.status_code == 202
     task = db.session.get(Task, response.get_json()["requestId"])

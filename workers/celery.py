@@ -46,3 +46,27 @@ def _reap_orphaned_browsers(**_):
         problem = missing_browser(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"])
         if problem:
             logging.getLogger(__name__).warning("%s cloud_browser tasks will end as error.", problem)
+
+
+_pool = None
+
+
+@signals.worker_ready.connect
+def _start_browser_pool(sender=None, **_):
+    """A tasks worker keeps the host's warm browser pool from its main process (never a pool child's, never the
+    web's): started once the worker is up, so its start never delays the worker's own."""
+    global _pool
+    from workers.browser import pool
+
+    config = flask_app.config
+    amqp = getattr(getattr(sender, "app", None), "amqp", None)
+    consumes = set(amqp.queues.consume_from or amqp.queues) if amqp is not None else set()
+    if "tasks" in consumes and not pool.cold_reason(config):
+        _pool = pool.BrowserPool(config, int(config["BROWSER_POOL_SIZE"])).start()
+
+
+@signals.worker_shutdown.connect
+def _stop_browser_pool(**_):
+    """Its unclaimed browsers end with the worker (a SIGKILL: with the thread that started them)."""
+    if _pool is not None:
+        _pool.stop()

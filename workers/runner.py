@@ -27,6 +27,7 @@ from .agent.loop import AgentLoop, Budget, RunState
 from . import shutdown
 from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
+from .agent.takeover import PersonControl
 from .planners import Brief, make_planner, model_configured
 from .replay.recorder import ScriptHook
 from .replay.replayer import ReplayPlanner
@@ -82,17 +83,22 @@ def execute_task(task_id):
     secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
         cancel_read = [task.cancel_requested]  # the claim just read it: the first check needs no query
+        seen = {"takeover": task.takeover}  # a person's control (live view), as the latest check read it
+
+        def halted():
+            return lease.lost.is_set() or shutdown.requested.is_set()
 
         def stop():
-            if lease.lost.is_set() or shutdown.requested.is_set():
+            if halted():
                 return True
-            return cancel_read.pop() if cancel_read else _cancel_requested(task_id)
+            return cancel_read.pop() if cancel_read else _run_flags(task_id, seen)[0]
 
+        person = PersonControl(task, owner, config, lambda: _run_flags(task_id, seen), seen, halted)
         loop = None
         time_up = Outcome("error", "Time limit reached: the worker's time limit for one task "
                                    f"({config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
         try:
-            loop = build_loop(task, owner, stop, secrets)
+            loop = build_loop(task, owner, stop, secrets, person)
         except ValueError as exc:  # the prompt cannot be planned, or the agent cannot run here
             outcome = Outcome("error", secrets.redact(str(exc)))
         except SoftTimeLimitExceeded:  # while its browser was starting
@@ -124,6 +130,8 @@ def execute_task(task_id):
     script = recorded_script(task, loop, outcome)
     if script is not None:
         extra["script"] = script
+    if loop is not None and loop.schema_check is not None:
+        extra["schema_check"] = secrets.redact(loop.schema_check)
     if outcome.status == "input-required":
         extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]))
     _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, _response(outcome, trace), usage,
@@ -158,6 +166,20 @@ def _finish_while_leased(lease_seconds, *args, **kwargs):
             time.sleep(1)
 
 
+def _run_flags(task_id, seen):
+    """Between actions: (cancel requested, takeover, status) in one read; `seen` keeps the takeover for the
+    loop. While the database is unreachable the run goes on as it was."""
+    try:
+        flags = lifecycle.run_flags(task_id)
+    except DATABASE_DOWN:
+        db.session.remove()
+        return False, seen.get("takeover"), "pending"
+    finally:
+        db.session.rollback()  # as below: no transaction stays open across the slow work that follows
+    seen["takeover"] = flags[1]
+    return flags
+
+
 def _cancel_requested(task_id):
     """Between actions and while one waits; while the database is unreachable the run goes on (no cancel
     can land)."""
@@ -181,7 +203,7 @@ def close_environment(environment):
             environment.mcp.close()
 
 
-def build_loop(task, owner, should_stop, secrets):
+def build_loop(task, owner, should_stop, secrets, person=None):
     config = current_app.config
     options = task.options or {}
     schema = (options.get("responseFormat") or {}).get("jsonSchema")
@@ -194,7 +216,10 @@ def build_loop(task, owner, should_stop, secrets):
             mcp.close()
         raise
     environment.mcp = mcp
+    environment.redact = secrets.redact  # a browser run's recording keeps no secret value (page URLs, fields)
     try:
+        if person is not None:  # live viewers can watch the browser, and a person take control of it
+            environment.go_live(person)
         # The agent prefix chose the agent at submit; the planner gets the prompt without it.
         body = split_prefix(task.prompt)[1]
         prompt = "\n".join(split_steps(body)) if task.agent == "web" else body
@@ -225,7 +250,7 @@ def build_loop(task, owner, should_stop, secrets):
                 log.warning("database unavailable; progress of %s not recorded", task.id)
 
         return AgentLoop(planner, environment, budget, pricing, state, on_progress=progress,
-                         should_stop=should_stop, secrets=secrets, response_schema=schema)
+                         should_stop=should_stop, secrets=secrets, response_schema=schema, agent=task.agent)
     except BaseException:
         close_environment(environment)
         raise
@@ -277,6 +302,7 @@ def _resumed_state(task, secrets):
     usage = task.usage or {}
     return RunState(Conversation.resume(task.messages, secrets.redact(task.hitl["answer"])), trace=trace,
                     actions=usage.get("actions", 0), prior_actions=usage.get("actions", 0),
+                    page_actions=usage.get("actions", 0),
                     prior_credits=usage.get("credits", 0.0))
 
 

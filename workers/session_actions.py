@@ -8,6 +8,10 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from flask import current_app
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.actions.action_builder import ActionBuilder
+from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
 from sqlalchemy import text
 
 from app.extensions import db
@@ -26,6 +30,15 @@ let value;
 try { value = (0, eval)(source); }
 catch (error) { if (!(error instanceof SyntaxError)) throw error; value = new Function(source)(); }
 return Promise.resolve(value).then((v) => v === undefined ? null : JSON.parse(JSON.stringify(v)));"""
+# A tab showing a PDF (Chromium's viewer): its own bytes, fetched again from the page (cookies included).
+_SHOWN_PDF = """return (async () => {
+if (document.contentType !== "application/pdf") return null;
+const blob = await (await fetch(location.href)).blob();
+const data = await new Promise((resolve) => { const r = new FileReader(); r.onload = () => resolve(r.result);
+  r.readAsDataURL(blob); });
+const name = decodeURIComponent(location.pathname.split("/").pop() || "document.pdf");
+return {base64: String(data).slice(String(data).indexOf(",") + 1), name: /\\.pdf$/i.test(name) ? name : name + ".pdf"};
+})();"""
 
 
 def serve(session_id):
@@ -164,12 +177,16 @@ def _agentic_selector(browser, args):
     selectors = args.get("selectors") or {}
     match = browser.match(selectors)
     if not match["count"]:
-        raise BrowserError(f"No element matches the selectors {json.dumps(selectors)}; this service has no "
-                           f"model fallback for \"{args.get('fallback_operator_query') or ''}\".")
+        raise BrowserError(f"No element matches the selectors {json.dumps(selectors)}.")
     action = args.get("action") or {"type": "click"}
     kind, target = action.get("type"), str(match["index"])
     if kind == "click":
         browser.click(target)
+    elif kind in ("rightClick", "doubleClick"):
+        element, _ = browser._native(target)
+        if element is None:
+            raise BrowserError(f"The element [{target}] is inside a frame or shadow root: no {kind} there.")
+        _pointer(browser, kind, element=element)
     elif kind == "hover":
         browser.hover(target)
     elif kind == "fill":
@@ -190,7 +207,74 @@ def _agentic_selector(browser, args):
         return {"value": browser.element_property(target, str(action.get("propertyName")))}
     else:
         raise BrowserError(f"The selector action '{kind}' is not supported in a cloud browser session.")
-    return {"value": None}
+    return {"value": None, **_verified(args)}
+
+
+def _verified(args):
+    """verified: null when a verification was asked: checking it is the model's (not done here)."""
+    return {"verified": None} if args.get("verification_description") else {}
+
+
+def _pointer(browser, kind, element=None, at=None):
+    """A real (trusted) click, right click or double click on an element or at viewport coordinates."""
+    builder = ActionBuilder(browser.driver)
+    pointer = builder.pointer_action
+    if element is not None:
+        pointer.move_to(element)
+    else:
+        pointer.move_to_location(*at)
+    {"click": pointer.click, "rightClick": pointer.context_click, "doubleClick": pointer.double_click}[kind]()
+    try:
+        builder.perform()
+    except WebDriverException as exc:
+        raise BrowserError(f"Could not {kind} there: {exc.msg or exc}") from None
+    browser._settle()
+
+
+def _agentic_mouse_action(browser, args):
+    """The SDK's mouse action at a recorded point: scaled from the recorded viewport to this one when
+    resize_window is set (the window keeps its size: a kept session's window is shared by its tasks)."""
+    click, action = args["recorded_click"], args.get("action") or {"type": "click"}
+    x, y = float(click["x"]), float(click["y"])
+    width, height = browser.run_js("return [window.innerWidth, window.innerHeight];")
+    recorded = click.get("viewport") or {}
+    if args.get("resize_window") and recorded.get("width") and recorded.get("height"):
+        x, y = x * width / float(recorded["width"]), y * height / float(recorded["height"])
+    if not (0 <= x < width and 0 <= y < height):
+        raise BrowserError(f"No element matches the selectors: the point ({x:g}, {y:g}) is outside the "
+                           f"{width}x{height} viewport.")
+    point, kind = (int(x), int(y)), action.get("type")
+    if kind == "scroll":
+        delta = int(action.get("deltaX") or 0), int(action.get("deltaY") or 0)
+        ActionChains(browser.driver).scroll_from_origin(ScrollOrigin.from_viewport(*point), *delta).perform()
+    elif kind in ("click", "rightClick", "doubleClick"):
+        _pointer(browser, kind, at=point)
+    elif kind == "fill":
+        _pointer(browser, "click", at=point)
+        browser.run_js("const e = document.activeElement; if (e && 'value' in e) { e.select && e.select(); }")
+        ActionChains(browser.driver).send_keys(str(action.get("text") or "")).perform()
+        if action.get("pressEnter"):
+            browser.press("Enter")
+    else:
+        raise BrowserError(f"The mouse action '{kind}' is not supported.")
+    return _verified(args) or None
+
+
+def _save_pdf_file(browser, _):
+    """The PDF the tab shows (its own bytes), else the page printed to PDF (Page.printToPDF)."""
+    shown = browser.run_js(_SHOWN_PDF)
+    stamp = datetime.now(timezone.utc)
+    if shown and shown.get("base64"):
+        content, name = shown["base64"], shown["name"]
+    else:
+        try:
+            content = browser.driver.execute("executeCdpCommand", {
+                "cmd": "Page.printToPDF", "params": {"printBackground": True}})["value"]["data"]
+        except WebDriverException as exc:
+            raise BrowserError(f"Could not print the page to PDF: {exc.msg or exc}") from None
+        name = f"page-{int(stamp.timestamp() * 1000)}.pdf"
+    return {"base64_content": content, "name": name, "mime_type": "application/pdf",
+            "timestamp": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
 
 
 ACTIONS = {
@@ -206,4 +290,6 @@ ACTIONS = {
     "press_key": _press_key,
     "wait_for_element": _wait_for_element,
     "agentic_selector": _agentic_selector,
+    "agentic_mouse_action": _agentic_mouse_action,
+    "save_pdf_file": _save_pdf_file,
 }

@@ -1,13 +1,14 @@
 """Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
 unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys;
-delete uploaded files older than FILE_TTL_SECONDS; end idle cloud browser sessions; reap the browsers of dead
-workers."""
+delete uploaded files older than FILE_TTL_SECONDS and recordings older than RECORDING_TTL_SECONDS; end idle
+cloud browser sessions; reap the browsers of dead workers."""
 import logging
 
 from flask import current_app
 from sqlalchemy import and_, delete, or_, select
 
 from app import lifecycle
+from app.dispatch import recordings
 from app.dispatch.service import dispatch
 from app.files import service as files
 from app.sessions import service as sessions
@@ -46,14 +47,16 @@ def expire_leases():
     """Tasks whose worker stopped renewing: retry while attempts remain, else end as error."""
     max_attempts = current_app.config["MAX_ATTEMPTS"]
     expired = db.session.execute(
-        select(Task.id, Task.attempt).where(
-            Task.status == "pending", Task.lease_owner.is_not(None), Task.lease_expires_at < now())
+        # input-required with a lease: a run that waited for a person in its live view (it keeps its browser).
+        select(Task.id, Task.attempt, Task.status).where(
+            Task.status.in_(("pending", "input-required")), Task.lease_owner.is_not(None),
+            Task.lease_expires_at < now())
         .limit(BATCH)
     ).all()
     db.session.commit()
     ended = retried = 0
-    for task_id, attempt in expired:
-        if attempt < max_attempts:
+    for task_id, attempt, status in expired:
+        if attempt < max_attempts and status == "pending":
             if lifecycle.release_for_retry(task_id) and dispatch(task_id):
                 retried += 1
             continue
@@ -115,9 +118,10 @@ def purge_idempotency_keys():
 
 
 def purge_expired_files():
-    """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier), and the downloads
-    of sessions that ended that long ago; returns how many uploads."""
+    """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier), the downloads
+    of sessions that ended that long ago, and recordings older than RECORDING_TTL_SECONDS; returns how many uploads."""
     sessions.purge_ended_files()
+    recordings.purge_expired()
     return files.purge_expired()
 
 

@@ -12,9 +12,9 @@ import certifi
 import requests
 from flask import current_app
 
-from app import egress_http
+from app.egress import client as egress_http
 from app.crypto import unseal
-from app.egress import EgressRefused, Policy
+from app.egress.policy import EgressRefused, Policy
 from app.extensions import db
 from app.models import ApiKey, Task, WebhookDelivery
 from app.webhooks import delivery, outbox

@@ -8,6 +8,7 @@ from ..errors import _flatten
 
 SECRET_ROWS = 3
 ECHOED = ("prompt", "executionMode", "browserWindowId", "responseFormat", "callbackUrl", "generateGif", "wait",
+          "inputVariables", "allowedDomains",
           *(f"secret_name_{n}" for n in range(SECRET_ROWS)))
 
 
@@ -42,6 +43,18 @@ def submit_body(form):
             data["responseFormat"] = json.loads(schema_text)  # the API reads both forms (a plain JSON Schema)
         except ValueError as exc:
             errors["responseFormat"] = f"not valid JSON: {exc}."
+    variables_text = form.get("inputVariables", "").strip()
+    if variables_text:
+        try:
+            data["inputVariables"] = json.loads(variables_text)
+        except ValueError as exc:
+            errors["inputVariables"] = f"not valid JSON: {exc}."
+        else:
+            if not isinstance(data["inputVariables"], dict):
+                errors["inputVariables"] = 'give a JSON object, e.g. {"user": "ada"}.'
+    domains = form.get("allowedDomains", "").replace(",", " ").split()
+    if domains:
+        data["allowedDomains"] = domains
     secrets = {}
     for n in range(SECRET_ROWS):
         name, value = form.get(f"secret_name_{n}", "").strip(), form.get(f"secret_value_{n}", "")
@@ -52,6 +65,13 @@ def submit_body(form):
     if secrets:
         data["secretVariables"] = secrets
     return data, errors
+
+
+def replay_inputs(form):
+    """The replay form's input variables (var_<name>) and secrets (secret_<name>); empty ones are left out."""
+    variables = {name[4:]: value for name, value in form.items() if name.startswith("var_") and value}
+    secrets = {name[7:]: value for name, value in form.items() if name.startswith("secret_") and value}
+    return variables, secrets
 
 
 def describe(messages):
@@ -76,4 +96,6 @@ def prefill(task):
     return {"prompt": task.prompt, "executionMode": task.execution_mode,
             "browserWindowId": task.browser_window_id or "", "callbackUrl": task.callback_url or "",
             "responseFormat": json.dumps(schema, indent=2) if schema else "",
-            "generateGif": "on" if options.get("generateGif") else ""}
+            "generateGif": "on" if options.get("generateGif") else "",
+            "inputVariables": json.dumps(options["inputVariables"], indent=2) if options.get("inputVariables") else "",
+            "allowedDomains": " ".join(options.get("allowedDomains") or [])}

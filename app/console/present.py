@@ -2,9 +2,8 @@
 import json
 from datetime import datetime, timezone
 
-from .. import json_schemas
-from ..dispatch import queries
-from ..scripts.format import as_text
+from ..dispatch import queries, recordings
+from ..scripts.format import as_text, secrets_of
 from ..windows.service import list_windows
 
 STATUS_LABELS = {"pending": "Running", "success": "Succeeded", "error": "Failed",
@@ -31,7 +30,8 @@ def row(task):
     return {"id": task.id, "status": task.status, "badge": badge, "statusLabel": label,
             "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt[:300],
             "createdAt": queries.isoformat(task.created_at), "actions": (task.usage or {}).get("actions", len(task.trace or [])),
-            "elapsedSeconds": _elapsed(task), "active": task.status in ACTIVE}
+            "elapsedSeconds": _elapsed(task), "active": task.status in ACTIVE,
+            "replay": bool((task.options or {}).get("replay"))}
 
 
 def _failed(entry):
@@ -46,7 +46,7 @@ def _step(entry):
         action = action[len("error:"):].strip()
     reason = entry.get("error") if isinstance(entry.get("error"), str) and entry.get("error") != action else None
     return {"url": entry.get("url") or "", "action": action, "durationMs": entry.get("durationMs"),
-            "failed": failed, "reason": reason, "replayed": entry.get("replayed")}
+            "failed": failed, "reason": reason, "replayed": entry.get("replayed"), "startTs": entry.get("startTs")}
 
 
 def _script(task):
@@ -57,20 +57,22 @@ def _script(task):
         return None
     return {"version": (script or {}).get("version"), "healed": (script or {}).get("healed") or [],
             "parameters": (script or {}).get("parameters") or [], "steps": len((script or {}).get("steps") or []),
+            "secrets": secrets_of(script) if script else [], "defaults": (script or {}).get("defaults") or {},
             "text": as_text(script) if script else None,
             "replayOf": replay.get("replayOf"), "scriptId": replay.get("scriptId"),
             "replayedVersion": (replay.get("script") or {}).get("version") if replay else None}
 
 
 def _output(task):
-    """The output as text to show; structured output pretty-printed and checked against its schema."""
+    """The output as text to show; structured output pretty-printed, with the check the worker stored when
+    the task ended (never checked again here: a schema's check can cost seconds, a page view must not)."""
     response = task.response if task.status != "pending" else None
     if not response:
         return None
     output = response.get("output") or {"type": "text", "content": response.get("text")}
     content = output.get("content")
     view = {"type": output.get("type", "text"), "text": content if isinstance(content, str) else "",
-            "valid": None, "problem": None}
+            "valid": None, "problem": None, "check": None}
     schema = ((task.options or {}).get("responseFormat") or {}).get("jsonSchema")
     if view["type"] == "structured" or (schema and task.status == "success"):
         data = content
@@ -81,15 +83,23 @@ def _output(task):
                 data = None
         if data is not None:
             view["text"] = json.dumps(data, indent=2, ensure_ascii=False)
-        if schema:
-            try:  # never fetches: references resolve inside the schema only
-                error = json_schemas.first_error(schema, data)
-            except json_schemas.UnsafeSchema as exc:
-                view["valid"], view["problem"] = False, str(exc)
-            else:
-                view["valid"] = error is None
-                view["problem"] = None if error is None else error.message
+    if schema and (task.schema_check or task.status == "success"):
+        view.update(_check(task.schema_check))
     return view
+
+
+def _check(stored):
+    """The stored schema check in words: checked (valid or not), not checkable (over its budget), or not
+    recorded (a task that succeeded before checks were stored)."""
+    if not stored:
+        return {"check": "Schema check: not recorded."}
+    if stored.get("valid") is None:
+        return {"problem": stored.get("problem"),
+                "check": f"Not checked against the response schema: {stored.get('problem')}"}
+    if stored["valid"]:
+        return {"valid": True, "check": "✓ Matches the response schema."}
+    return {"valid": False, "problem": stored.get("problem"),
+            "check": f"✗ Does not match the response schema: {stored.get('problem')}"}
 
 
 def task(task):
@@ -110,6 +120,7 @@ def task(task):
         "question": question, "inputId": (hitl or {}).get("inputId"),
         "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required",
         "hasGif": task.status not in ACTIVE and queries.task_gif(task.api_key_id, task.id) is not None,
+        "hasRecording": recordings.exists(task.id),
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
         "callbackUrl": task.callback_url,
         "script": _script(task),

@@ -2,14 +2,15 @@
 template; live parts of a page poll the small `.json` views below (same session, same services)."""
 import json
 
-from flask import (Response, abort, flash, g, jsonify, redirect, render_template, request,
-                   url_for)
+from flask import (Response, abort, current_app, flash, g, jsonify, redirect, render_template, request,
+                   send_from_directory, url_for)
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from ..dispatch import schemas as dispatch_schemas
-from ..dispatch import queries, service as tasks
+from ..dispatch import queries, recordings, service as tasks
 from ..errors import ApiError
+from ..live import service as live
 from ..ratelimits import limiter, polls_limit, requests_limit
 from ..webhooks import service as webhooks
 from . import blp, forms, present
@@ -36,10 +37,20 @@ def _headers(response):
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "same-origin"
-    response.headers["Content-Security-Policy"] = (
+    response.headers["Content-Security-Policy"] = g.get("csp") or (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+    if g.get("csp"):
+        response.headers["X-Frame-Options"] = "SAMEORIGIN"
     return response
+
+
+# The recording player, framed by the task page: rrweb rebuilds the recorded pages in a frame of this page, so their
+# inline styles must apply; their images, fonts and scripts from elsewhere are not fetched (the viewer's browser
+# never calls the recorded sites).
+PLAYER_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+              "font-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'self'; form-action 'none'")
+RRWEB_FILES = ("rrweb-player.min.js", "rrweb-player.css")
 
 
 @blp.errorhandler(ApiError)
@@ -156,8 +167,16 @@ def new_task():
 @signed_in
 def task_page(task_id):
     task = queries.get_task(g.api_key.id, task_id)
-    return render_template("console/task.html", key=g.api_key, task=present.task(task),
+    return render_template("console/task.html", key=g.api_key, task=present.task(task), live=_live(task),
                            deliveries=webhooks.delivery_log(g.api_key.id, task_id)["deliveries"])
+
+
+def _live(task):
+    """The control live view of a running browser task (its owner is signed in), else None."""
+    try:
+        return live.task_live_url(g.api_key.id, task.id, "control", by=g.api_key.name)["liveUrl"]
+    except ApiError:  # finished, or no cloud browser to watch
+        return None
 
 
 @blp.route("/tasks/<task_id>/state.json")
@@ -177,6 +196,32 @@ def task_gif(task_id):
     if data is None:
         abort(404, "This task has no GIF recording.")
     return Response(data, mimetype="image/gif", headers={"Cache-Control": "private, max-age=300"})
+
+
+@blp.route("/tasks/<task_id>/recording.json")
+@signed_in
+@polls_limit
+def task_recording(task_id):
+    data = recordings.compressed(g.api_key.id, task_id)
+    if data is None:
+        abort(404, "This task has no recording.")
+    return recordings.response(data)
+
+
+@blp.route("/tasks/<task_id>/player")
+@signed_in
+def task_player(task_id):
+    task = present.task(queries.get_task(g.api_key.id, task_id))
+    g.csp = PLAYER_CSP
+    return render_template("console/player.html", task=task)
+
+
+@blp.route("/rrweb/<name>")
+def rrweb_file(name):
+    """rrweb-player, from `make rrweb`'s folder."""
+    if name not in RRWEB_FILES:
+        abort(404, "No such file.")
+    return send_from_directory(current_app.config["RRWEB_DIR"], name, max_age=3600)
 
 
 def _act(task_id, action, done):
@@ -228,7 +273,9 @@ def rerun(task_id):
 @signed_in
 @requests_limit
 def replay(task_id):
-    return _act(task_id, lambda: tasks.replay(g.api_key.id, task_id), "Replaying its script as a new task.")
+    variables, secrets = forms.replay_inputs(request.form)
+    return _act(task_id, lambda: tasks.replay(g.api_key.id, task_id, variables, secrets),
+                "Replaying its script as a new task.")
 
 
 @blp.route("/windows")

@@ -118,10 +118,7 @@ def task_page(api_key_id, status=None, mode=None, search=None, window=None, limi
         pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         query = query.where(Task.prompt.ilike(pattern, escape="\\"))
     if cursor:
-        created_at, last_id = cursor
-        created_at = _as_stored(created_at)
-        query = query.where(or_(Task.created_at < created_at,
-                                and_(Task.created_at == created_at, Task.id < last_id)))
+        query = query.where(_older_than(*cursor))
     rows = db.session.execute(
         query.order_by(Task.created_at.desc(), Task.id.desc()).limit(limit + 1)).all()
     more = len(rows) > limit
@@ -148,10 +145,21 @@ def _load_tasks(ids, columns=None):
     return [by_id[task_id] for task_id in ids if task_id in by_id]
 
 
-def _as_stored(ts):
-    """SQLite keeps `CURRENT_TIMESTAMP` as 'YYYY-MM-DD HH:MM:SS' text, which a bound datetime
-    (with '.000000') would not equal; compare with text of the same form there."""
+def _older_than(created_at, last_id):
+    """The tasks after a page whose last task is (created_at, last_id), in the page order (created_at, id).
+
+    SQLite keeps created_at as the text the database clock wrote: '…21.254' (milliseconds), or '…21' in rows
+    from before milliseconds, and text compares as text: the cursor's time is written in that same form (a
+    bound datetime, '…21.254000', would not equal it, and a page's last task came again on the next page). The
+    column itself is compared, so the (api_key_id, created_at) index still serves every page.
+    """
     if db.session.get_bind().dialect.name != "sqlite":
-        return ts
-    text = ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    return type_coerce(text + (f".{ts.microsecond:06d}" if ts.microsecond else ""), String)
+        return or_(Task.created_at < created_at, and_(Task.created_at == created_at, Task.id < last_id))
+    created_at = created_at.astimezone(timezone.utc)
+    second = created_at.strftime("%Y-%m-%d %H:%M:%S")
+    if created_at.microsecond // 1000:
+        stored = type_coerce(f"{second}.{created_at.microsecond // 1000:03d}", String)
+        return or_(Task.created_at < stored, and_(Task.created_at == stored, Task.id < last_id))
+    # A whole second: '…21.000' from the clock, or '…21' from an older row (a second never holds both).
+    whole, clock = type_coerce(second, String), type_coerce(second + ".000", String)
+    return or_(Task.created_at < whole, and_(Task.created_at.in_([whole, clock]), Task.id < last_id))

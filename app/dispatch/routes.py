@@ -6,9 +6,9 @@ from ..auth import require_api_key
 from ..errors import ApiError
 from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
-from . import queries, service
+from . import queries, recordings, service
 from .schemas import (
-    AcceptedSchema, InputAnswerSchema, ListQuerySchema, SubmitHeadersSchema, SubmitSchema,
+    AcceptedSchema, InputAnswerSchema, ListQuerySchema, RecordingSchema, SubmitHeadersSchema, SubmitSchema,
     TaskListSchema, TaskResultSchema, WaitTimeoutSchema,
 )
 
@@ -111,6 +111,25 @@ class Gif(MethodView):
             raise ApiError(404, "GIF Not Found", f"The request '{request_id}' has no GIF recording "
                            "(submit with generateGif: true in a browser mode; it is stored when the task ends).")
         return Response(data, mimetype="image/gif", headers={"Cache-Control": "private, max-age=300"})
+
+
+@blp.route("/remote-dispatch/responses/<string:request_id>/recording")
+class Recording(MethodView):
+    @polls_limit
+    @blp.response(200, RecordingSchema, description="The run's rrweb events (gzip Content-Encoding when accepted), "
+                  "with a marker per actionTrace step")
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(404, schema="Error", description="Unknown request, another key's, or no recording")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    def get(self, request_id):
+        """Get the recording of a task's browser run"""
+        data = recordings.compressed(g.api_key.id, request_id)
+        if data is None:
+            raise ApiError(404, "Recording Not Found", f"The request '{request_id}' has no recording (browser runs "
+                           "in cloud_browser mode or a kept session are recorded, and the recording is stored when "
+                           "the run ends or pauses; client mode is not recorded; recordings are deleted after "
+                           "RECORDING_TTL_SECONDS).")
+        return recordings.response(data)
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>/input")

@@ -1,4 +1,5 @@
 """Request and response schemas of the remote-dispatch endpoints."""
+import difflib
 import re
 from datetime import datetime, timedelta, timezone
 from zoneinfo import available_timezones
@@ -8,9 +9,9 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
 
-from .. import json_schemas
+from .. import json_schemas, schema_cost
 from ..api import ErrorSchema
-from ..egress import Policy, UnsafeUrl, host_pattern, normalise
+from ..egress.policy import Policy, UnsafeUrl, host_pattern, normalise
 from ..scripts.format import RECORDED, TARGETED
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
@@ -28,6 +29,10 @@ HTTPS_URL = r"^https://" + _HOST_PORT_REST
 HTTP_URL = r"^https?://" + _HOST_PORT_REST
 ONE_LINE = r"^[^\r\n]*$"
 ZONES = frozenset(available_timezones())
+# Submit fields that are not ours by name but are sent: the narada SDK's and older clients' names for fields of
+# ours (SubmitSchema._accept_sdk_aliases), and fields the SDK sends that this service does not use.
+SENT_BY_CLIENTS = frozenset({"saveScreenshots", "attachment", "sessionId", "executionTraceContext",
+                             "userResourceCredentials", "vectorStores", "criticContext"})
 
 
 class LenientSchema(ma.Schema):
@@ -83,7 +88,12 @@ class ResponseFormatSchema(LenientSchema):
     jsonSchema = fields.Dict(required=True, metadata={"description": (
         "A valid JSON Schema (400 if not). References resolve only inside it (a remote `$ref` is refused, "
         "nothing is fetched); `pattern`, `patternProperties` and `format: regex` run on RE2 (400 for a "
-        "pattern RE2 cannot run, such as one with a backreference or lookaround).")})
+        "pattern RE2 cannot run, such as one with a backreference or lookaround). Its cost is bounded (400 naming "
+        f"the bound): at most {schema_cost.MAX_EXPANDED_NODES:,} subschemas with every `$ref` and allOf/anyOf/oneOf "
+        f"followed (enum, const and required values count too), {schema_cost.MAX_DEPTH} deep, patterns of "
+        f"{schema_cost.MAX_PATTERN_CHARS:,} characters; a `$ref` cycle must go down into a property or an item, once "
+        f"per member and level. The answer's check has a budget of {json_schemas.CHECK_SECONDS:g} s "
+        f"({json_schemas.CHECK_STEPS:,} keyword evaluations): over it, the task ends `error`.")})
 
     @validates("jsonSchema")
     def _is_json_schema(self, value, **_):
@@ -252,7 +262,8 @@ class SubmitSchema(LenientSchema):
                                                     "the task replays a script (then the model heals with it).",
                                      "maxLength": 100_000})
     replayOf = fields.String(allow_none=True, metadata={
-        "description": "Replay the script of this successful web task of the key, without a model"})
+        "description": "Replay the script of this successful web task of the key, without a model (give one of "
+                       "replayOf, script and scriptId; a replay needs executionMode cloud_browser or client)"})
     script = fields.Nested(ScriptBodySchema, allow_none=True, metadata={
         "description": "Replay this script (the `script` of GET .../responses/{requestId}/script)"})
     scriptId = fields.String(allow_none=True, metadata={"description": "Replay the latest version of this saved script"})
@@ -305,6 +316,7 @@ class SubmitSchema(LenientSchema):
         """Aliases sent by the narada SDK and by older clients (DESIGN.md §5)."""
         if not isinstance(data, dict):
             return data
+        self._no_near_misses(data)
         data = dict(data)
         if "saveScreenshots" in data and "generateGif" not in data:
             data["generateGif"] = data.pop("saveScreenshots")
@@ -322,6 +334,17 @@ class SubmitSchema(LenientSchema):
         if data.get("timeZone") is None:
             data.pop("timeZone", None)
         return data
+
+    def _no_near_misses(self, data):
+        """A misspelt field ("promt", "callbackURL") is a 400 naming it and the field meant; any other unknown
+        field stays ignored, so a client that sends fields this service does not know (a newer SDK) keeps working."""
+        ours = {(field.data_key or name).lower(): field.data_key or name for name, field in self.load_fields.items()}
+        for name in data:
+            if name in SENT_BY_CLIENTS or not isinstance(name, str) or name in ours.values():
+                continue
+            meant = difflib.get_close_matches(name.lower(), sorted(ours), n=1, cutoff=0.8)
+            if meant:
+                raise ValidationError(f"unknown field; did you mean '{ours[meant[0]]}'?", name)
 
     @validates("prompt")
     def _prompt_within_limit(self, value, **_):
@@ -429,6 +452,19 @@ class OutputSchema(ma.Schema):
     content = fields.Raw(required=True)
 
 
+class TakeoverSchema(ma.Schema):
+    by = fields.String(metadata={"description": "Who had control (the name of the key that opened the live view)"})
+    events = fields.Integer(metadata={"description": "How many inputs they made (each an entry that follows)"})
+
+
+class CompletionCheckSchema(ma.Schema):
+    done = fields.Boolean(metadata={"description": "Was the task done, as the check judged"})
+    reason = fields.String(metadata={"description": "Why (the model's words, or the built-in rule's)"})
+    by = fields.String(metadata={"enum": ["model", "rules"], "description": "Who judged: the model's "
+                                 "constrained check, or the built-in rules"})
+    tokens = fields.Integer(metadata={"description": "The model tokens the check took (counted in usage)"})
+
+
 class TraceEntrySchema(ma.Schema):
     url = fields.String()
     action = fields.String()
@@ -449,8 +485,15 @@ class TraceEntrySchema(ma.Schema):
     planner = fields.String(metadata={
         "description": "The final entry: which planner ran the task, `builtin` (the step grammar) or "
                        "`model <LLM_MODEL>`"})
+    check = fields.Nested(CompletionCheckSchema, metadata={
+        "description": "Web tasks that name a page: the completion check's verdict (its own entry when a model "
+                       "judged; the final entry carries the latest)"})
     replayed = fields.Boolean(metadata={
         "description": "Replays: true for a step run from the script, false for one the model planned (healed)"})
+    takeover = fields.Nested(TakeoverSchema, metadata={
+        "description": "Live view: a person had control (who, and how many inputs); the entry's times say when "
+                       "and how long"})
+    by = fields.String(metadata={"description": "Live view: the person whose input this entry records"})
 
 
 class ResponseSchema(ma.Schema):
@@ -492,6 +535,23 @@ class TaskResultSchema(ma.Schema):
     gifUrl = fields.String(allow_none=True, metadata={
         "description": "With generateGif: where to fetch the task's animated GIF (GET, same API key); "
                        "null while there is none yet (it is stored when the browser closes)."})
+
+
+class RecordingMarkerSchema(ma.Schema):
+    step = fields.Integer(metadata={"description": "The actionTrace entry's index"})
+    action = fields.String(metadata={"description": "The action's name (go_to, click, type ...)"})
+    offsetMs = fields.Integer(metadata={"description": "When the action started, from the recording's start"})
+
+
+class RecordingSchema(ma.Schema):
+    requestId = fields.String(required=True)
+    format = fields.String(required=True, metadata={"enum": ["rrweb"], "description": (
+        "rrweb 2 events: play them with rrweb-player (as the console does) or rrweb's Replayer")})
+    startedAt = fields.Integer(metadata={"description": "The first event's time (ms since the epoch)"})
+    durationMs = fields.Integer()
+    markers = fields.List(fields.Nested(RecordingMarkerSchema), metadata={
+        "description": "One per browser action, at the moment it started"})
+    events = fields.List(fields.Dict(), metadata={"description": "The rrweb events, in time order"})
 
 
 class WaitTimeoutSchema(ErrorSchema):

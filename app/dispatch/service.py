@@ -307,10 +307,18 @@ def resubmit(api_key_id, task_id):
     return submit(api_key_id, data)[0]
 
 
-def replay(api_key_id, task_id):
-    """Replay a task's script (the console's button): a new task like the original, with replayOf."""
+def replay(api_key_id, task_id, variables=None, secrets=None):
+    """Replay a task's script (the console's button): a new task like the original, with replayOf.
+
+    `variables` replace the original's inputVariables by name; `secrets` are the script's secret
+    variables (the original's were erased when it ended).
+    """
     task = get_task(api_key_id, task_id)
     data = {"prompt": None, "executionMode": task.execution_mode, "browserWindowId": task.browser_window_id,
             "cloudBrowserSessionId": task.cloud_session_id, "replayOf": task.id,
             **{k: v for k, v in (task.options or {}).items() if k in ("inputVariables", "timeZone", "generateGif")}}
+    if variables:
+        data["inputVariables"] = {**(data.get("inputVariables") or {}), **variables}
+    if secrets:
+        data["secretVariables"] = secrets
     return submit(api_key_id, data)[0]

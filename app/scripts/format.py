@@ -74,11 +74,13 @@ def secrets_of(script):
 
 
 def same_page(expected, url, title):
-    """A step's page check: same scheme, host and path (the query may differ), and the same title."""
-    want, have = urlsplit(expected.get("url") or ""), urlsplit(url or "")
-    if expected.get("url") and (want.scheme, want.netloc, want.path.rstrip("/") or "/") != (
-            have.scheme, have.netloc, have.path.rstrip("/") or "/"):
-        return False
+    """A step's page check: same scheme, host and path (the query may differ). The title decides only when the
+    step has no URL: a page whose title changed (a date, a count, a new wording) at the same URL is the same page,
+    and its element is still looked up by its locator."""
+    if expected.get("url"):
+        want, have = urlsplit(expected["url"]), urlsplit(url or "")
+        return (want.scheme, want.netloc, want.path.rstrip("/") or "/") == (
+            have.scheme, have.netloc, have.path.rstrip("/") or "/")
     return not expected.get("title") or (expected["title"] or "").strip() == (title or "").strip()
 
 
@@ -104,7 +106,7 @@ def target_text(step):
 
 
 def step_text(step):
-    """One step in the built-in planner's grammar (README "Built-in planner")."""
+    """One step in the built-in planner's grammar (docs/agent.md "Built-in planner")."""
     action, args = step["action"], step.get("args") or {}
     target = _quote(target_text(step))
     return {

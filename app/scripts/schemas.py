@@ -13,7 +13,7 @@ class TaskScriptSchema(ma.Schema):
         "description": "Steps (numbered from 1) the model planned in this run; the others were replayed"})
     script = fields.Dict(required=True, metadata={"description": "The script (submit it as `script`)"})
     text = fields.String(required=True, metadata={
-        "description": "The same steps as a built-in planner prompt (README grammar)"})
+        "description": "The same steps as a built-in planner prompt (docs/agent.md, Built-in planner)"})
 
 
 class SaveScriptSchema(LenientSchema):

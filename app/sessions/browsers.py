@@ -1,5 +1,4 @@
 """The browser behind a cloud session: a W3C WebDriver session on a Selenium Grid, or on a chromedriver started here."""
-import base64
 import http.client
 import json
 import logging
@@ -13,11 +12,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-from .. import browser_host
-from ..browser_host import BrowserBox, HostUnavailable
-from ..egress_proxy import EgressProxy, ProxyFailed, stop_proxies_under
+from ..sandbox import box as sandbox, processes as sandbox_processes, unix_http
+from ..sandbox.box import BrowserBox, HostUnavailable
+from ..egress.proxy import EgressProxy, ProxyFailed, stop_proxies_under
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +34,18 @@ class LaunchFailed(Exception):
 class Launched:
     webdriver_url: str
     webdriver_session: str
-    debugger_address: str | None  # host:port of the browser's DevTools endpoint, when known
+    debugger_address: str | None  # unix:<socket> of our box's DevTools, or a Grid's se:cdp URL, when known
     host: str
     pid: int | None = None  # chromedriver, leader of its process group (local only)
     profile_dir: str | None = None
 
 
+def sessions_root(config):
+    return Path(config["VAR_DIR"]) / "cloud-sessions"
+
+
 def session_dir(config, session_id):
-    return Path(config["VAR_DIR"]) / "cloud-sessions" / f"{MARKER}{session_id}"
+    return sessions_root(config) / f"{MARKER}{session_id}"
 
 
 def downloads_dir(config, session_id):
@@ -50,9 +53,37 @@ def downloads_dir(config, session_id):
 
 
 def files_dir(config, session_id):
-    """The session's downloads once handed to the service (app/browser_host.collect_downloads): out of the
+    """The session's downloads once handed to the service (app/sandbox/box.collect_downloads): out of the
     browser's reach."""
     return session_dir(config, session_id) / "files"
+
+
+def cdp_activity_file(config, session_id):
+    """Touched by the session's CDP relay as callers send commands: its time is the session's last CDP use."""
+    return session_dir(config, session_id) / "cdp-activity"
+
+
+def cdp_token_file(config, session_id):
+    """Where a relay started ahead (app/sessions/pool.py) finds the SHA-256 of its session's CDP token."""
+    return session_dir(config, session_id) / "cdp-token"
+
+
+def write_cdp_token(config, session_id, token_sha256):
+    """Hand the session's relay its token's SHA-256 (the service's alone: 0600, written whole)."""
+    path = cdp_token_file(config, session_id)
+    part = path.with_name(path.name + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token_sha256)
+    part.replace(path)
+
+
+def last_cdp_use(config, session_id):
+    """When a CDP caller last sent the session's browser a command (epoch seconds), or None."""
+    try:
+        return cdp_activity_file(config, session_id).stat().st_mtime
+    except OSError:
+        return None
 
 
 def egress_dir(config, session_id):
@@ -64,7 +95,7 @@ def chrome_options(config, proxy, profile_dir=None, downloads=None):
     """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
     its egress proxy."""
     width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
-    args = browser_host.chromium_flags((int(width), int(height or 900)), config.get("BROWSER_LOCALE", "en-US"))
+    args = sandbox.chromium_flags((int(width), int(height or 900)), config.get("BROWSER_LOCALE", "en-US"))
     args += [arg for arg in proxy.chromium_arguments() if arg not in args]  # as cloud_browser's
     if profile_dir:
         args.append(f"--user-data-dir={profile_dir}")
@@ -75,16 +106,17 @@ def chrome_options(config, proxy, profile_dir=None, downloads=None):
     return {"args": args, "prefs": prefs}
 
 
-def launch(config, session_id):
+def launch(config, session_id, owner_pid=None):
     """Start the session's browser behind an egress proxy of its own (the cloud_browser policy): on
-    SELENIUM_REMOTE_URL when set, else on a chromedriver of our own."""
+    SELENIUM_REMOTE_URL when set, else on a chromedriver of our own. `owner_pid`: the process whose death
+    orphans it (the session pool's, until a session adopts it); None: it ends with the session only."""
     # Started first and waited for last, as for cloud_browser; its own process group outlives this request.
     proxy = EgressProxy(config, session_id, directory=egress_dir(config, session_id)).start()
     try:
         if config.get("SELENIUM_REMOTE_URL"):
             launched = _launch_on_grid(config, session_id, proxy)
         else:
-            launched = _launch_local(config, session_id, proxy)
+            launched = _launch_local(config, session_id, proxy, owner_pid)
         try:
             proxy.wait_ready()
         except ProxyFailed as exc:
@@ -104,14 +136,14 @@ def _launch_on_grid(config, session_id, proxy):
     return Launched(url, caps["sessionId"], caps["capabilities"].get("se:cdp"), host="grid")
 
 
-def _launch_local(config, session_id, proxy):
+def _launch_local(config, session_id, proxy, owner_pid=None):
     for path in (config["CHROMEDRIVER_PATH"], config["CHROMIUM_PATH"]):
         if not os.access(path, os.X_OK):
             raise LaunchFailed(f"{path} is not installed (make browser installs Chromium and chromedriver).")
     root = session_dir(config, session_id)
-    # In its sandbox (app/browser_host.py), as the browsers' user; not tied to this request's thread: it ends
-    # with the session. DevTools is reached through a forwarder at debugger_address (the CDP proxy's target).
-    box = BrowserBox(root, proxy=proxy.address, devtools=True, die_with_parent=False,
+    # In its sandbox (app/sandbox/box.py), as the browsers' user; not tied to this request's thread: it ends
+    # with the session. DevTools is reached through its Unix socket at debugger_address (the CDP proxy's target).
+    box = BrowserBox(root, owner_pid=owner_pid, proxy=proxy.address, devtools=True, die_with_parent=False,
                      binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]))
     try:
         box.prepare()
@@ -121,18 +153,18 @@ def _launch_local(config, session_id, proxy):
     logfile = open(root / "chromedriver.log", "ab")
     # Its own process group (start_new_session): it outlives this web request, and stopping the
     # session signals the group (the sandbox, its forwarders, chromedriver and Chromium) at once.
-    proc = subprocess.Popen(box.command([config["CHROMEDRIVER_PATH"], f"--port={browser_host.INNER_DRIVER_PORT}"]),
+    proc = subprocess.Popen(box.command([config["CHROMEDRIVER_PATH"], f"--port={sandbox.INNER_DRIVER_PORT}"]),
                             stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     logfile.close()
     threading.Thread(target=proc.wait, name=f"reap-chromedriver-{proc.pid}", daemon=True).start()
     url = box.driver_url
     try:
-        problem = browser_host.wait_for_driver(url, proc, START_TIMEOUT)
+        problem = sandbox.wait_for_driver(url, proc, START_TIMEOUT)
         if problem:
             raise LaunchFailed(problem)
         options = {**chrome_options(config, proxy, box.profile, box.downloads), "binary": config["CHROMIUM_PATH"]}
-        options["args"].append(f"--remote-debugging-port={browser_host.INNER_DEVTOOLS_PORT}")
+        options["args"].append(f"--remote-debugging-port={sandbox.INNER_DEVTOOLS_PORT}")
         caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": options})
     except BaseException:
         _kill_group(proc.pid, str(box.profile))
@@ -147,31 +179,16 @@ class Unanswered(Exception):
 
 
 def _call(method, url, body=None, timeout=15):
-    """One HTTP request to a WebDriver or DevTools endpoint (ours, or the configured Grid; `user:password@`
-    in its URL is sent as Basic auth): (status, JSON body or None). Raises Unanswered."""
-    parts = urlsplit(url)
-    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    headers = {"Accept": "application/json"}
-    if parts.username is not None:
-        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
-    payload = None if body is None else json.dumps(body).encode()
-    if payload is not None:
-        headers["Content-Type"] = "application/json; charset=utf-8"
-    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    """One HTTP request to a WebDriver or DevTools endpoint (a box's Unix socket, or the configured Grid):
+    (status, JSON body or None). Raises Unanswered."""
     try:
-        connection.request(method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-                           body=payload, headers=headers)
-        response = connection.getresponse()
-        raw = response.read()
+        status, raw = unix_http.request(method, url, body, timeout)
     except (OSError, http.client.HTTPException) as exc:
         raise Unanswered(str(exc) or type(exc).__name__) from None
-    finally:
-        connection.close()
     try:
-        return response.status, json.loads(raw) if raw else None
+        return status, json.loads(raw) if raw else None
     except ValueError:
-        return response.status, None
+        return status, None
 
 
 def _new_session(url, always_match):
@@ -220,12 +237,12 @@ def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir
 
 def _kill_group(pid, profile_dir):
     """SIGTERM, then SIGKILL, the process group `pid` leads."""
-    browser_host.kill_group(pid)
+    sandbox_processes.kill_group(pid)
 
 
 def profile_processes(profile_dir):
     """PIDs whose command line names this session's profile directory (Chromium and its helpers)."""
-    return [pid for pid, argv in browser_host.processes() if any(profile_dir in arg for arg in argv)]
+    return [pid for pid, argv in sandbox_processes.processes() if any(profile_dir in arg for arg in argv)]
 
 
 def _reap_profile_processes(profile_dir):
@@ -247,24 +264,29 @@ def _reap_profile_processes(profile_dir):
             time.sleep(0.05)
 
 
-def start_cdp_proxy(config, debugger_address, token_sha256, downloads=None):
+def start_cdp_proxy(config, debugger_address, token_sha256, downloads=None, activity=None, token_file=None):
     """Start the session's authenticating DevTools proxy (app/sessions/cdp_proxy.py): (pid, port, ws path).
-    `downloads`: the session's download folder, where the relay sends every CDP download (None: refused)."""
+    `downloads`: the session's download folder, where the relay sends every CDP download (None: refused);
+    `activity`: the file it touches as callers use the browser (cdp_activity_file); `token_file`, with no
+    `token_sha256`: where it will find the token's hash (cdp_token_file; until then it serves nobody)."""
     if not debugger_address:
         raise LaunchFailed("this session's browser has no DevTools endpoint.")
     if "://" in debugger_address:  # a Grid's se:cdp URL: its path is the one endpoint allowed
         parts = urlsplit(debugger_address)
         target, path, prefix = f"{parts.hostname}:{parts.port or 80}", parts.path, parts.path
-    else:
-        port = debugger_address.rpartition(":")[2]
-        target, prefix = f"127.0.0.1:{port}", "/devtools/"
+    else:  # unix:<path>, our box's DevTools socket
+        target, prefix = debugger_address, "/devtools/"
         try:
-            version = _call("GET", f"http://{target}/json/version", timeout=10)[1]
+            version = _call("GET", unix_http.unix_url(unix_http.socket_path(target)) + "/json/version", timeout=10)[1]
             path = urlsplit(version["webSocketDebuggerUrl"]).path
         except (Unanswered, TypeError, KeyError) as exc:
             raise LaunchFailed(f"the browser's DevTools endpoint did not answer: {exc}") from None
-    env = {**os.environ, "CDP_TARGET": target, "CDP_TOKEN_SHA256": token_sha256, "CDP_ALLOWED_PREFIX": prefix,
-           "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1"), "CDP_DOWNLOADS_DIR": str(downloads or "")}
+    env = {**os.environ, "CDP_TARGET": target, "CDP_TOKEN_SHA256": token_sha256 or "",
+           "CDP_TOKEN_FILE": str(token_file or ""), "CDP_ALLOWED_PREFIX": prefix,
+           "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1"), "CDP_DOWNLOADS_DIR": str(downloads or ""),
+           "CDP_ACTIVITY_FILE": str(activity or "")}
+    if activity:
+        Path(activity).parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([sys.executable, "-m", "app.sessions.cdp_proxy"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True,
                             cwd=Path(__file__).resolve().parents[2])

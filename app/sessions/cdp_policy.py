@@ -18,6 +18,8 @@ REFUSED = {
     "Target.openDevTools": "devtools: pages are not served",
     "Extensions.loadUnpacked": "extensions are never loaded from the server's disk",
     "SystemInfo.": "it describes the server machine, not the session",
+    "Tracing.": "a trace holds the browser's command line (the egress proxy, the server's paths) and the server's "
+                "kernel, memory and CPU",
     "Browser.getBrowserCommandLine": "it reveals the server's paths and the session's egress proxy",
     "Browser.crash": "stop the session through the API instead (stop-cloud-browser-session)",
     "Browser.crashGpuProcess": "stop the session through the API instead (stop-cloud-browser-session)",
@@ -28,6 +30,20 @@ REFUSED = {
     "Page.handleFileChooser": "it takes files from the server's disk (use DOM.setFileInputFiles with the session's downloads)",
 }
 ERROR_CODE = -32000
+# Targets a caller may see and drive: the web's pages (and the tabs holding them: Puppeteer attaches to those),
+# frames and workers. Chromium's own UI (browser_ui: the omnibox popup and other top-chrome WebUI), "other" and
+# extension targets stay hidden.
+PAGE_TYPES = {"page", "tab", "iframe", "worker", "shared_worker", "service_worker"}
+INTERNAL_SCHEMES = ("chrome:", "chrome-untrusted:", "devtools:", "chrome-extension:", "chrome-search:",
+                    "chrome-error:", "view-source:")
+# Put before a caller's target filter (the first entry matching a target's type decides): Chromium's own
+# targets are never discovered, listed or auto-attached. Chromium's default filter follows when none is given.
+HIDDEN_TYPES = ("browser_ui", "other", "background_page", "webview", "auction_worklet", "shared_storage_worklet",
+                "worklet", "assistive_technology")
+CHROMIUM_DEFAULT_FILTER = [{"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {}]
+# Commands naming a target (targetId): allowed only for a page target (asked of the browser, app/sessions/cdp_targets.py).
+TARGET_COMMANDS = {"Target.attachToTarget", "Target.activateTarget", "Target.closeTarget", "Target.getTargetInfo",
+                   "Target.sendMessageToTarget"}
 
 
 class Refused(Exception):
@@ -39,6 +55,7 @@ class Policy:
 
     def __init__(self, downloads=None):
         self.downloads = os.path.realpath(downloads) if downloads else None
+        self.streams = set()  # stream handles seen in the browser's replies (Page.printToPDF, Fetch's bodies)
         self.rules = {
             "Target.createTarget": self._url_param("url", PAGE_SCHEMES, empty_ok=True),
             "Page.navigate": self._url_param("url", PAGE_SCHEMES),
@@ -50,8 +67,13 @@ class Policy:
             "Page.setDownloadBehavior": self._downloads_here,
             "DOM.setFileInputFiles": self._files_param(lambda params: params.get("files")),
             "Input.dispatchDragEvent": self._files_param(lambda params: (params.get("data") or {}).get("files")),
-            "Tracing.start": self._tracing,
             "Target.sendMessageToTarget": self._inner_message,
+            "Target.setAutoAttach": self._page_targets_only,
+            "Target.autoAttachRelated": self._page_targets_only,
+            "Target.setDiscoverTargets": self._page_targets_only,
+            "Target.getTargets": self._page_targets_only,
+            "IO.read": self._known_stream,
+            "IO.close": self._known_stream,
         }
 
     def check(self, message):
@@ -123,11 +145,27 @@ class Policy:
         return os.path.realpath(path).startswith(self.downloads + os.sep)
 
     @staticmethod
-    def _tracing(params):
-        if "perfettoConfig" in params or params.get("tracingBackend") == "system":
-            raise Refused("only Chrome's own tracing, returned over CDP, is available (no perfettoConfig, no system "
-                          "backend: they can write files on the server)")
+    def _page_targets_only(params):
+        """Chromium's own targets are excluded ahead of whatever filter the caller gave."""
+        given = params.get("filter")
+        if given is not None and not (isinstance(given, list) and all(isinstance(entry, dict) for entry in given)):
+            raise Refused("\"filter\" must be a list of {type, exclude} objects")
+        params["filter"] = [{"type": kind, "exclude": True} for kind in HIDDEN_TYPES] + (
+            given if given is not None else CHROMIUM_DEFAULT_FILTER)
         return params
+
+    def _known_stream(self, params):
+        handle = params.get("handle")
+        if not isinstance(handle, str) or handle not in self.streams:
+            raise Refused("only a stream this session was given (by Page.printToPDF, Fetch or IO.resolveBlob) can "
+                          "be read")
+        return params
+
+    def stream_given(self, handle):
+        """A reply of the browser named this stream handle (or blob uuid): its callers may read it."""
+        self.streams.add(handle)
+        if not handle.startswith("blob:"):
+            self.streams.add(f"blob:{handle}")
 
     def _inner_message(self, params):
         """The old, non-flat way to talk to a target: the wrapped command gets the same checks."""
@@ -140,6 +178,18 @@ class Policy:
             raise Refused("\"message\" is not a JSON CDP command") from None
         params["message"] = dumps(self.check(parsed))
         return params
+
+
+def target_refusal(info):
+    """None if the target (the browser's targetInfo, None if it has none such) may be driven, else why not."""
+    if not isinstance(info, dict):
+        return "the browser has no such target"
+    kind, url = info.get("type"), str(info.get("url") or "")
+    if kind not in PAGE_TYPES:
+        return f"{kind!r} targets are the browser's own, not pages (only pages, frames and workers are served)"
+    if url.lower().startswith(INTERNAL_SCHEMES):
+        return f"{url.partition(':')[0]}: pages are the browser's own (only web pages are served)"
+    return None
 
 
 def url_refusal(url, schemes):

@@ -9,9 +9,12 @@ error, or rewritten) and re-serialised, so the browser reads exactly what was ch
 browser sends back is passed through frame by frame, unparsed (it carries the screenshots). It exits
 when the browser is gone, so it never outlives its session (stopping the session also kills it).
 
-Environment: CDP_TARGET (host:port of DevTools), CDP_TOKEN_SHA256, CDP_ALLOWED_PREFIX (default
+Environment: CDP_TARGET (DevTools: `unix:<socket>` of a box of ours, or a Grid's host:port), CDP_TOKEN_SHA256 (or
+CDP_TOKEN_FILE: a file that will hold it, for a relay started ahead with a pooled browser; nothing is served until it
+exists), CDP_ALLOWED_PREFIX (default
 /devtools/), CDP_BIND (default 127.0.0.1), CDP_DOWNLOADS_DIR (the session's download folder; empty:
-downloads refused). Prints the port it listens on, then serves.
+downloads refused), CDP_ACTIVITY_FILE (touched, at most once a second, as callers send commands: their use keeps
+the session from idling out). Prints the port it listens on, then serves.
 """
 import asyncio
 import base64
@@ -22,11 +25,13 @@ import os
 import re
 import secrets
 import sys
+import time
 
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
 
-from .cdp_policy import Policy, Refused, dumps, error_reply, loads
+from .cdp_policy import TARGET_COMMANDS, Policy, Refused, dumps, error_reply, loads, target_refusal
+from .cdp_targets import Targets
 
 HEAD_LIMIT = 16 * 1024
 MESSAGE_LIMIT = 64 * 1024 * 1024  # one command (a big Runtime.evaluate or setDocumentContent fits)
@@ -34,14 +39,24 @@ WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 JSON_PATHS = {"/json/version": "version", "/json/list": "list", "/json": "list"}
 HOST_HEADER = re.compile(r"^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
 DATA_OPCODES = (0x0, 0x1, 0x2)
+TEXT_OPCODE = 0x1
+STREAM_REPLY_LIMIT = 4096  # a reply naming a stream handle is small: only frames up to this size are read
+STREAM_HANDLE = re.compile(rb'"(?:stream|uuid)"\s*:\s*"([^"\\]{1,200})"')
 
 
 class Proxy:
-    def __init__(self, target, token_sha256, prefix, downloads=None):
-        self.host, _, port = target.rpartition(":")
-        self.port = int(port)
-        self.token_sha256, self.prefix = token_sha256, prefix
+    def __init__(self, target, token_sha256, prefix, downloads=None, activity=None, token_file=None):
+        self.socket = target[len("unix:"):] if target.startswith("unix:") else None
+        if self.socket:
+            self.host, self.port = "localhost", None
+        else:
+            self.host, _, port = target.rpartition(":")
+            self.port = int(port)
+        self.token_sha256, self.token_file, self.prefix = token_sha256, token_file, prefix
         self.policy = Policy(downloads)
+        self.targets = Targets(self._open_browser_endpoint)
+        self.activity, self.touched = activity, 0.0
+        self.browser_path = None if prefix == "/devtools/" else prefix  # a Grid's one endpoint is the browser's
 
     async def handle(self, reader, writer):
         try:
@@ -74,20 +89,31 @@ class Proxy:
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
         writer.write(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      f"Sec-WebSocket-Accept: {accept}\r\n\r\n".encode())
-        await Relay(self.policy, reader, writer, *upstream).run()
+        await Relay(self, reader, writer, *upstream).run()
 
     def _authorized(self, header):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             return False
-        return hmac.compare_digest(hashlib.sha256(token.strip().encode()).hexdigest(), self.token_sha256)
+        expected = self._expected()
+        return bool(expected) and hmac.compare_digest(hashlib.sha256(token.strip().encode()).hexdigest(), expected)
+
+    def _expected(self):
+        """The token's SHA-256: given at start, or read once from CDP_TOKEN_FILE when its session is created."""
+        if not self.token_sha256 and self.token_file:
+            try:
+                with open(self.token_file) as source:
+                    self.token_sha256 = source.read().strip()
+            except OSError:
+                return None
+        return self.token_sha256
 
     async def _open_upstream(self, path):
         """A WebSocket to the browser, without extensions (no compression: frames pass through as they are)."""
         try:
-            reader, writer = await asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT)
+            reader, writer = await self._connect(limit=HEAD_LIMIT)
             nonce = base64.b64encode(secrets.token_bytes(16)).decode()
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nUpgrade: websocket\r\n"
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\nUpgrade: websocket\r\n"
                          f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\n\r\n"
                          .encode())
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
@@ -97,6 +123,29 @@ class Proxy:
             writer.close()
             return None
         return reader, writer
+
+    def used(self):
+        """A caller sent a command: the session is in use (the sweep reads the file's time, app/sessions/service.py)."""
+        moment = time.time()
+        if self.activity and moment - self.touched >= 1:
+            self.touched = moment
+            try:
+                os.utime(self.activity)
+            except FileNotFoundError:
+                open(self.activity, "a").close()
+            except OSError:
+                pass
+
+    async def _open_browser_endpoint(self):
+        """A WebSocket to the browser-level endpoint, for the relay's own questions (app/sessions/cdp_targets.py)."""
+        if self.browser_path is None:
+            try:
+                version = await self._upstream_json("/json/version")
+                self.browser_path = "/devtools/" + version["webSocketDebuggerUrl"].split("/devtools/", 1)[1]
+            except (OSError, ValueError, KeyError, TypeError, IndexError, asyncio.IncompleteReadError,
+                    asyncio.TimeoutError):
+                return None
+        return await self._open_upstream(self.browser_path)
 
     async def _discovery(self, writer, path, host):
         """/json/version and /json/list as the browser answers them, every URL pointing at this relay
@@ -109,7 +158,9 @@ class Proxy:
             document = await self._upstream_json("/json/version" if kind == "version" else "/json/list")
         except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             return await _refuse(writer, 502, "Bad Gateway", "the browser is gone")
-        here = host if HOST_HEADER.match(host) else f"{self.host}:{writer.get_extra_info('sockname')[1]}"
+        here = host if HOST_HEADER.match(host) else "%s:%s" % writer.get_extra_info("sockname")[:2]
+        if isinstance(document, list):  # Chromium's own targets (WebUI, extensions) are not listed
+            document = [entry for entry in document if isinstance(entry, dict) and target_refusal(entry) is None]
         for entry in (document if isinstance(document, list) else [document]):
             for name in ("devtoolsFrontendUrl", "devtoolsFrontendUrlCompat"):
                 entry.pop(name, None)  # devtools: pages are not served
@@ -121,10 +172,21 @@ class Proxy:
                      f"Connection: close\r\n\r\n".encode() + body)
         await _close(writer)
 
+    def _connect(self, **kwargs):
+        """A connection to the browser's DevTools: its box's Unix socket (nothing to reach over TCP), or a Grid's."""
+        if self.socket:
+            return asyncio.open_unix_connection(self.socket, **kwargs)
+        return asyncio.open_connection(self.host, self.port, **kwargs)
+
+    @property
+    def _host_header(self):
+        # DevTools answers only a Host that is an IP address or localhost (DNS rebinding protection).
+        return "localhost" if self.socket else f"{self.host}:{self.port}"
+
     async def _upstream_json(self, path):
-        reader, writer = await asyncio.open_connection(self.host, self.port)
+        reader, writer = await self._connect()
         try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n".encode())
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\n\r\n".encode())
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
             if head.split(b" ", 2)[1:2] != [b"200"] or not length:
@@ -141,7 +203,7 @@ class Proxy:
         while misses < 3:
             await asyncio.sleep(1)
             try:
-                _, probe = await asyncio.open_connection(self.host, self.port)
+                _, probe = await self._connect()
                 probe.close()
                 misses = 0
             except OSError:
@@ -151,8 +213,8 @@ class Proxy:
 class Relay:
     """One caller's WebSocket to one browser endpoint: commands checked on the way in, frames passed out."""
 
-    def __init__(self, policy, reader, writer, up_reader, up_writer):
-        self.policy = policy
+    def __init__(self, proxy, reader, writer, up_reader, up_writer):
+        self.proxy, self.policy, self.targets = proxy, proxy.policy, proxy.targets
         self.reader, self.writer, self.up_reader, self.up_writer = reader, writer, up_reader, up_writer
         self.caller = Connection(ConnectionType.SERVER)  # parses the caller's (masked) frames, frames our replies
         self.browser = Connection(ConnectionType.CLIENT)  # frames (and masks) what we send the browser
@@ -180,7 +242,7 @@ class Relay:
                         if size > MESSAGE_LIMIT:
                             return self._close_caller(1009, "CDP message too big")
                         if event.message_finished:
-                            self._command("".join(parts))
+                            await self._command("".join(parts))
                             parts, size = [], 0
                     elif isinstance(event, BytesMessage):
                         # Chromium would read a binary frame as CBOR, which this relay does not check.
@@ -198,19 +260,32 @@ class Relay:
         except Exception:  # a protocol error of the caller's (wsproto raises on bad framing)
             return
 
-    def _command(self, text):
+    async def _command(self, text):
+        self.proxy.used()
         try:
             message = loads(text)
         except ValueError:
             return self._reply(error_reply(None, "it is not valid JSON"))
         try:
             forwarded = self.policy.check(message)
+            await self._check_target(forwarded)
         except Refused as exc:
             return self._reply(error_reply(message, str(exc)))
         try:
             self.up_writer.write(self.browser.send(TextMessage(data=dumps(forwarded))))
         except ValueError as exc:
             self._reply(error_reply(message, str(exc)))
+
+    async def _check_target(self, message):
+        """A command naming a target goes only to a page's (the browser is asked what the target is)."""
+        target_id = (message.get("params") or {}).get("targetId") if message["method"] in TARGET_COMMANDS else None
+        if target_id is None:
+            return
+        if not isinstance(target_id, str):
+            raise Refused("\"targetId\" must be a string")
+        refusal = target_refusal(await self.targets.info(target_id))
+        if refusal:
+            raise Refused(refusal)
 
     def _reply(self, message):
         self._to_caller(self.caller.send(TextMessage(data=json.dumps(message))))
@@ -229,12 +304,15 @@ class Relay:
         head = bytearray()  # a frame header split across reads
         remaining = 0  # payload bytes of the current frame still to come
         in_message = False  # a data frame without FIN was seen: its continuation frames follow
+        small = None  # the payload so far of a small text frame, read for the stream handles it names
         try:
             while data := await self.up_reader.read(1 << 18):
                 start, i, n = 0, 0, len(data)
                 while i < n:
                     if remaining:
                         step = min(remaining, n - i)
+                        if small is not None:
+                            small += data[i:i + step]
                         remaining -= step
                         i += step
                     else:
@@ -245,6 +323,11 @@ class Relay:
                             head.clear()
                             if opcode in DATA_OPCODES:
                                 in_message = not fin
+                            small = bytearray() if fin and opcode == TEXT_OPCODE and remaining <= STREAM_REPLY_LIMIT \
+                                else None
+                    if small is not None and not remaining and not head:
+                        self._streams_named(small)
+                        small = None
                     self.at_boundary = not remaining and not head and not in_message
                     if self.at_boundary and self.pending:
                         self.writer.write(data[start:i])
@@ -254,6 +337,12 @@ class Relay:
                 await self.writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+
+    def _streams_named(self, payload):
+        """A reply naming a stream (Page.printToPDF, Fetch.takeResponseBodyAsStream, IO.resolveBlob): it may be read."""
+        if b'"stream"' in payload or b'"uuid"' in payload:
+            for handle in STREAM_HANDLE.findall(payload):
+                self.policy.stream_given(handle.decode("latin-1"))
 
     def _flush(self):
         for frame in self.pending:
@@ -294,8 +383,9 @@ async def _close(writer):
 
 
 async def main():
-    proxy = Proxy(os.environ["CDP_TARGET"], os.environ["CDP_TOKEN_SHA256"],
-                  os.environ.get("CDP_ALLOWED_PREFIX", "/devtools/"), os.environ.get("CDP_DOWNLOADS_DIR") or None)
+    proxy = Proxy(os.environ["CDP_TARGET"], os.environ.get("CDP_TOKEN_SHA256") or None,
+                  os.environ.get("CDP_ALLOWED_PREFIX", "/devtools/"), os.environ.get("CDP_DOWNLOADS_DIR") or None,
+                  os.environ.get("CDP_ACTIVITY_FILE") or None, os.environ.get("CDP_TOKEN_FILE") or None)
     server = await asyncio.start_server(proxy.handle, os.environ.get("CDP_BIND", "127.0.0.1"), 0, limit=HEAD_LIMIT)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:

@@ -63,7 +63,7 @@ class CreateCdpSession(MethodView):
         `connect_over_cdp`): connect with `cdp_auth_headers`, a credential valid for this session
         only, until it ends. `login_url` shows the session's window id in `#narada-browser-window-id`.
         Commands that would reach the server's files or network around the egress policy are answered
-        with a CDP error (see the README); downloads always land in the session's own folder. Keys whose
+        with a CDP error (docs/cloud-sessions.md); downloads always land in the session's own folder. Keys whose
         plan has no CDP access (`free` by default) get 403.
         """
         _require_cdp_plan()

@@ -3,19 +3,21 @@ import hashlib
 import logging
 import os
 import secrets
+import time
+from datetime import datetime, timezone
 
 from flask import current_app
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from sqlalchemy import exists, func, or_, select, update
 
-from .. import browser_host
+from ..sandbox import box as sandbox
 from ..broker import WEBHOOKS_QUEUE
 from ..crypto import seal, unseal
 from ..errors import ApiError
 from ..extensions import db
 from ..links import public_host
 from ..models import BrowserWindow, CloudSession, Task, new_id, now, now_plus
-from . import browsers
+from . import browsers, pool as session_pool
 
 log = logging.getLogger(__name__)
 ACTIVE = "active"
@@ -23,8 +25,13 @@ ENDED = "ended"
 DOWNLOAD_URL_TTL = 3600
 
 
-def create(api_key_id, name=None, timeout=None, cdp=False):
+def create(api_key_id, name=None, timeout=None):
     """Start a kept browser for the key; returns the session row (active). 503 if no browser can start."""
+    return _create(api_key_id, name, timeout, cdp=False)[0]
+
+
+def _create(api_key_id, name, timeout, cdp):
+    """(the active session row, the pooled browser it adopted or None)."""
     config = current_app.config
     timeout = timeout or config["CLOUD_SESSION_TIMEOUT_SECONDS"]
     open_count = db.session.execute(select(func.count()).select_from(CloudSession).where(
@@ -33,15 +40,23 @@ def create(api_key_id, name=None, timeout=None, cdp=False):
         raise ApiError(429, "Too Many Sessions",
                        f"This API key already has {open_count} open cloud browser sessions "
                        f"(CLOUD_SESSIONS_PER_KEY); stop one first.")
-    session_id = "cbs_" + secrets.token_hex(12)
-    window = BrowserWindow(id=new_id(), api_key_id=api_key_id, label=name or f"cloud session {session_id}")
-    db.session.add(window)
-    db.session.flush()
-    db.session.add(CloudSession(id=session_id, api_key_id=api_key_id, browser_window_id=window.id, name=name,
-                                timeout_seconds=timeout, status="starting"))
-    db.session.commit()  # the row exists before the browser: a crash during launch leaves a trace to sweep
+    db.session.commit()  # no transaction held across the claim
+    # A pooled browser is laid out as a session already (app/sessions/pool.py): the session takes its id.
+    pooled = session_pool.claim(config)
+    session_id = pooled.session_id if pooled else "cbs_" + secrets.token_hex(12)
     try:
-        launched = browsers.launch(config, session_id)
+        window = BrowserWindow(id=new_id(), api_key_id=api_key_id, label=name or f"cloud session {session_id}")
+        db.session.add(window)
+        db.session.flush()
+        db.session.add(CloudSession(id=session_id, api_key_id=api_key_id, browser_window_id=window.id, name=name,
+                                    timeout_seconds=timeout, status="starting"))
+        db.session.commit()  # the row exists before the browser: a crash during launch leaves a trace to sweep
+    except BaseException:
+        if pooled:
+            session_pool.destroy(config, pooled)
+        raise
+    try:
+        launched = pooled.launch if pooled else browsers.launch(config, session_id)
     except browsers.LaunchFailed as exc:
         _mark_ended(session_id, "failed")
         raise ApiError(503, "Browser Unavailable", f"The cloud browser could not be started: {exc}") from None
@@ -56,7 +71,9 @@ def create(api_key_id, name=None, timeout=None, cdp=False):
         browsers.terminate(launched.webdriver_url, launched.webdriver_session, launched.host, launched.pid,
                            launched.profile_dir, egress=browsers.egress_dir(config, session_id))
         raise ApiError(409, "Session Ended", f"Cloud browser session '{session_id}' was stopped while starting.")
-    return get(api_key_id, session_id)
+    if pooled:
+        session_pool.adopted(config, pooled, cdp)  # the session's now: it outlives this process, as a cold one
+    return get(api_key_id, session_id), pooled
 
 
 def get(api_key_id, session_id, active=False):
@@ -182,7 +199,22 @@ def expire_idle():
         CloudSession.last_used_at < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, CloudSession.timeout_seconds),
         ~queued)).scalars().all() if _is_postgres() else _expired_sqlite(queued)
     db.session.commit()
-    return sum(1 for session_id in idle if end(session_id, "timed_out"))
+    return sum(1 for session_id in idle if not _used_over_cdp(session_id) and end(session_id, "timed_out"))
+
+
+def _used_over_cdp(session_id):
+    """A CDP caller's commands are use (the relay touches a file, app/sessions/browsers.last_cdp_use): a session used
+    so within its timeout gets that time as its last use, and stays."""
+    used = browsers.last_cdp_use(current_app.config, session_id)
+    timeout = db.session.execute(select(CloudSession.timeout_seconds).where(CloudSession.id == session_id)).scalar()
+    if used is None or timeout is None or time.time() - used >= timeout:
+        db.session.commit()
+        return False
+    kept = db.session.execute(
+        update(CloudSession).where(CloudSession.id == session_id, CloudSession.status == ACTIVE)
+        .values(last_used_at=datetime.fromtimestamp(used, timezone.utc)).returning(CloudSession.id)).first()
+    db.session.commit()
+    return kept is not None
 
 
 def _expired_sqlite(queued):
@@ -233,7 +265,7 @@ def downloads(api_key_id, session_id):
     items = []
     if browsers.session_dir(current_app.config, row.id).is_dir():
         # Out of the browser's folder into the service's (0600): a browser cannot swap a listed file for a link.
-        browser_host.collect_downloads(browsers.downloads_dir(current_app.config, row.id),
+        sandbox.collect_downloads(browsers.downloads_dir(current_app.config, row.id),
                                        browsers.files_dir(current_app.config, row.id))
     folder = browsers.files_dir(current_app.config, row.id)
     if folder.is_dir():
@@ -273,14 +305,18 @@ def downloaded_file(token):
 
 def create_with_cdp(api_key_id, name, timeout):
     """A session plus DevTools access through its own authenticating proxy: (row, token)."""
-    row = create(api_key_id, name, timeout)
+    row, pooled = _create(api_key_id, name, timeout, cdp=True)
     token = secrets.token_urlsafe(32)
     try:
-        # On a Grid the browser's files are on another machine: no download folder of ours to send CDP downloads to.
-        downloads = None if row.host == "grid" else browsers.downloads_dir(current_app.config, row.id)
-        pid, port, path = browsers.start_cdp_proxy(current_app.config, row.debugger_address, hash_token(token),
-                                                   downloads)
-    except browsers.LaunchFailed as exc:
+        if pooled:  # its relay runs already: it serves this token from now on
+            browsers.write_cdp_token(current_app.config, row.id, hash_token(token))
+            pid, port, path = pooled.relay
+        else:
+            # On a Grid the browser's files are on another machine: no download folder of ours for CDP downloads.
+            downloads = None if row.host == "grid" else browsers.downloads_dir(current_app.config, row.id)
+            pid, port, path = browsers.start_cdp_proxy(current_app.config, row.debugger_address, hash_token(token),
+                                                       downloads, browsers.cdp_activity_file(current_app.config, row.id))
+    except (browsers.LaunchFailed, OSError) as exc:
         end(row.id, "failed")
         raise ApiError(503, "Browser Unavailable", f"CDP access could not be set up: {exc}") from None
     host = current_app.config["CDP_PUBLIC_HOST"] or public_host()

@@ -5,7 +5,7 @@ from flask.views import MethodView
 from ..auth import require_api_key
 from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
-from . import service
+from . import fallback, service
 from .schemas import (
     AcceptedResultSchema, CommandResultSchema, ExtensionActionResultSchema, ExtensionActionSchema,
     PollResultSchema, PollSchema, RegisterSchema, WindowListQuerySchema, WindowListSchema, WindowSchema, WindowTaskListSchema,
@@ -116,6 +116,9 @@ class ExtensionAction(MethodView):
     def post(self, data):
         """Run an action in a browser window
 
-        The SDK's direct actions (go_to_url, get_screenshot, agentic_selector, ...), run by the extension.
+        The SDK's direct actions (go_to_url, get_screenshot, agentic_selector, save_pdf_file, ...), run by the
+        extension, or by a worker in a kept cloud session's browser. When an agentic action's selectors match
+        nothing and a model is configured (LLM_BASE_URL), the step runs as a task for the model in the same
+        window. The Excel actions work on the key's uploads. See docs/sdk.md.
         """
-        return service.run_extension_action(g.api_key.id, data)
+        return fallback.run_extension_action(g.api_key.id, data)

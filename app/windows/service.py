@@ -12,17 +12,28 @@ from sqlalchemy import delete, or_, select, text, update
 
 from ..crypto import seal, unseal
 from ..dispatch.queries import result, task_page
-from ..egress import UnsafeUrl, check_navigation
+from ..egress.policy import UnsafeUrl, check_navigation
 from ..errors import ApiError
 from ..extensions import db
 from ..models import BrowserWindow, WindowCommand, now, now_plus
 from ..models import clock as db_clock
 from ..sessions import service as sessions
+from . import workbooks
 
 # Commands the extension understands: the driver's (browser interface) and the SDK's extension actions.
 SDK_ACTIONS = ("go_to_url", "get_url", "get_screenshot", "get_full_html", "get_simplified_html",
                "execute_javascript_on_page", "press_key", "close_tab", "close_window", "print_message",
-               "wait_for_element", "agentic_selector", "user_approval", "prompt_for_user_input")
+               "wait_for_element", "agentic_selector", "agentic_mouse_action", "agentic_matching_selectors_finder",
+               "save_pdf_file", "user_approval", "prompt_for_user_input", "prompt_for_user_file",
+               "read_excel_sheet", "write_excel_sheet", "read_google_sheet", "write_google_sheet",
+               "append_google_sheet_row")
+# Answered here, never sent to the window: the Excel actions work on the key's uploads (app/windows/workbooks).
+WORKBOOK_ACTIONS = {"read_excel_sheet": workbooks.read, "write_excel_sheet": workbooks.write}
+# Need an outside account this service has no way to reach: a clear error the SDK raises as NaradaError.
+GOOGLE_SHEETS_ACTIONS = ("read_google_sheet", "write_google_sheet", "append_google_sheet_row")
+# The actions whose fallback (no element matched, or nothing to match) is the model's.
+MODEL_ACTIONS = ("agentic_selector", "agentic_mouse_action", "agentic_matching_selectors_finder")
+NO_MATCH = "No element matches the selectors"
 MAX_POLL_SECONDS = 25  # below the ~30 s after which Chromium stops a service worker awaiting a fetch
 ANY = object()
 # What a successful result's `data` holds, per command: the keys its readers (the extension driver, the SDK)
@@ -34,7 +45,8 @@ RESULT_SHAPES = {
     "get_url": {"url": str}, "get_full_html": {"html": str}, "get_simplified_html": {"html": str},
     "get_screenshot": {"base64_content": str}, "execute_javascript_on_page": {"result": ANY},
     "wait_for_element": {"found": bool}, "agentic_selector": {"value": ANY}, "user_approval": {"approved": bool},
-    "prompt_for_user_input": {"values_by_name": dict},
+    "prompt_for_user_input": {"values_by_name": dict}, "prompt_for_user_file": {"file": dict},
+    "save_pdf_file": {"base64_content": str, "name": str, "mime_type": str},
 }
 _TYPE_NAMES = {str: "a string", bool: "true or false", int: "an integer", list: "an array", dict: "an object"}
 
@@ -317,6 +329,9 @@ def run_extension_action(api_key_id, body):
     session = sessions.serving_window(api_key_id, window_id)
     if session is None:
         online_window(api_key_id, window_id)
+    answered = _answered_here(api_key_id, name, action)  # after the window's check: the same 404s for every action
+    if answered is not None:
+        return answered
     session_id = None if session is None else session.id
     config = current_app.config
     ceiling = config["EXTENSION_ACTION_MAX_SECONDS"]
@@ -326,10 +341,41 @@ def run_extension_action(api_key_id, body):
                               on_queued=session_id and (lambda: sessions.serve_actions(session_id)))
     except CommandTimeout as exc:
         raise ApiError(504, "Gateway Timeout", f"{exc} The action was withdrawn.") from None
-    data = result.get("data")
+    data, error = result.get("data"), result.get("error")
+    if name in MODEL_ACTIONS and error and error.startswith(NO_MATCH) and not model_configured():
+        error = f"{error} {_no_model(action)}"
     return {"status": result.get("status", "error"),
             "data": None if data is None else json.dumps(data),
-            "error": result.get("error")}
+            "error": error}
+
+
+def model_configured():
+    """The planners' test (workers/planners): a model is named."""
+    return bool(current_app.config.get("LLM_MODEL"))
+
+
+def _no_model(action):
+    query = action.get("fallback_operator_query") or action.get("prompt") or ""
+    return (f"The model fallback for \"{query}\" needs a language model, and this service has none configured: "
+            "set LLM_BASE_URL and LLM_MODEL (and LLM_API_KEY if the server wants one) and restart the service.")
+
+
+def _answered_here(api_key_id, name, action):
+    """The result of an action that needs no browser (or no browser can do), else None."""
+    if name in WORKBOOK_ACTIONS:
+        try:
+            data = WORKBOOK_ACTIONS[name](api_key_id, action)
+        except workbooks.WorkbookError as exc:
+            return {"status": "error", "data": None, "error": str(exc)}
+        return {"status": "success", "data": None if data is None else json.dumps(data), "error": None}
+    if name in GOOGLE_SHEETS_ACTIONS:
+        return {"status": "error", "data": None,
+                "error": f"'{name}' needs a Google account reached over the internet, which this service does not "
+                         "have: Google Sheets are not available here. Use read_excel_sheet / write_excel_sheet "
+                         "on an uploaded .xlsx file instead."}
+    if name == "agentic_matching_selectors_finder" and not model_configured():
+        return {"status": "error", "data": None, "error": _no_model(action)}
+    return None
 
 
 def window_tasks(api_key_id, window_id, limit=10):

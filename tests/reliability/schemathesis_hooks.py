@@ -21,6 +21,8 @@ DESCRIBED_FIELD_ERRORS = (  # validation: "<field>: <problem>" parts, one per fi
     "allowedDomains: N: ",  # a host pattern the egress parser refuses (the field's description)
     "prompt: Missing data",  # required unless the task replays a script (the field's description)
     "script: ",  # a replay script is the object GET …/script returns (the field's description), checked as such
+    "executionMode: a replay needs a browser",  # replayOf/script/scriptId with cloud (replayOf's description)
+    "replayOf: give one of", "script: give one of", "scriptId: give one of",  # two of them (replayOf's description)
 )
 SUBMIT_FIELDS = ("prompt", "browserWindowId", "executionMode", "clearChat", "previousRequestId", "generateGif",
                  "responseFormat", "attachments", "timeZone", "mcpServers", "secretVariables", "inputVariables",

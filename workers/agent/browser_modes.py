@@ -3,9 +3,10 @@ kept cloud session (acquired for the task, released after it)."""
 import os
 import time
 
-from app.egress import Policy
-from app.egress_proxy import EgressProxy
+from app.egress.policy import Policy
+from app.egress.proxy import EgressProxy
 from app.errors import ApiError
+from app.live import state as live_state
 from app.sessions import browsers
 from app.sessions import service as sessions
 
@@ -22,17 +23,33 @@ def task_policy(task, config):
 
 class CloudBrowserEnvironment(BrowserEnvironment):
     """`executionMode: "cloud_browser"`: a fresh Chromium per task (or a Grid session), closed with the task,
-    behind an egress proxy of its own (workers/browser/egress.py) that is started and stopped with it."""
+    behind an egress proxy of its own (workers/browser/egress.py) that is started and stopped with it. Fresh means
+    never used: taken from the host's warm pool (workers/browser/pool.py) when one is ready, else started cold."""
 
     def start_browser(self, task, should_stop, config):
+        from workers.browser import pool
         from workers.browser.egress import HARDENING_ARGUMENTS, EgressProxy
         from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
 
         options = task.options or {}
         label = options.get("cloudBrowserSessionName") or f"task-{task.id}"
-        width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
-        # Started first and waited for last: Chromium starts while the proxy does.
         self.download_dir = os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id)
+        while not pool.cold_reason(config) and (pooled := pool.claim(config)) is not None:
+            # Started ahead, never used: the task's fence first, then the browser is its own.
+            self.egress = EgressProxy(config, label, directory=pooled.egress_dir)
+            self.egress.fence(options.get("allowedDomains"))
+            self.egress.new_refusals()  # Chromium's own start-up requests are not the first step's
+            try:
+                return pool.PooledBrowser(
+                    pooled, label=label, time_zone=options.get("timeZone") or pool.DEFAULT_ZONE,
+                    download_dir=self.download_dir, should_stop=should_stop)
+            except BrowserUnavailable:
+                continue  # it died since it was checked (and is destroyed): the next one, or a cold start
+            except BaseException:
+                pool.destroy(pooled)
+                raise
+        width, height = pool.window_size(config)
+        # Started first and waited for last: Chromium starts while the proxy does.
         self.egress = EgressProxy(config, label).start()
         self.egress.fence(options.get("allowedDomains"))
         browser = None
@@ -43,11 +60,12 @@ class CloudBrowserEnvironment(BrowserEnvironment):
                 chromedriver_path=config.get("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
                 remote_url=config.get("SELENIUM_REMOTE_URL"), proxy=self.egress.address,
                 extra_arguments=HARDENING_ARGUMENTS,
-                window_size=(int(width), int(height or 900)), locale=config.get("BROWSER_LOCALE", "en-US"),
-                time_zone=options.get("timeZone") or "America/Los_Angeles",
+                window_size=(width, height), locale=config.get("BROWSER_LOCALE", "en-US"),
+                time_zone=options.get("timeZone") or pool.DEFAULT_ZONE,
                 download_dir=self.download_dir,
                 profile_root=browsers_dir(config["VAR_DIR"]),
-                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), devtools=True,
+                should_stop=should_stop)
             self.egress.wait_ready()
             self.egress.new_refusals()  # Chromium's own start-up requests are not the first step's
             return browser
@@ -129,7 +147,7 @@ class KeptSessionEnvironment(BrowserEnvironment):
                 webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                 label=session.name or session.id, remote=session.host == "grid",
                 uploads=None if session.host == "grid" else browsers.session_dir(config, session.id) / "uploads",
-                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+                live_endpoint=live_state.session_endpoint(config, session), page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
         except BrowserUnavailable:
             sessions.release(session.id, task.id)
             raise

@@ -4,11 +4,14 @@ import time
 from dataclasses import replace
 from urllib.parse import urljoin, urlsplit
 
+from app.dispatch import recordings
+
 from . import page_view
 from .actions import STRING, Finish, Observation, Tool, params
 from .environment import MAX_OBSERVATION_CHARS, Environment
 from .secrets import unknown_placeholder
 
+from workers.browser import recording
 from workers.browser.base import BrowserError
 
 log = logging.getLogger(__name__)
@@ -20,11 +23,14 @@ BLANK = ("", "about:blank", "data:,", "chrome://newtab/")
 class BrowserEnvironment(Environment):
     """The web agent in a real browser. Drivers (Selenium, the extension) implement `workers.browser.base.Browser`;
     subclasses say how to get one (`start_browser`). With `generateGif` a screenshot follows each action; with
-    `screenshots` (a vision model) one goes to the model beside each page view."""
+    `screenshots` (a vision model) one goes to the model beside each page view. A Selenium browser's run is
+    recorded (workers/browser/recording.py): the page's events are drained as each action starts."""
 
     screenshots = False  # set by the runner when the planner shows the model images (LLM_VISION)
     acted_on = None  # page.js's description of the element the last action acted on, or None
     script_hook = None  # workers.replay.recorder.ScriptHook, set by the runner
+    redact = None  # the task's Secrets.redact, set by the runner: applied to the recording's events
+    person = None  # workers.agent.takeover.PersonControl once live viewers can watch (go_live)
 
     def __init__(self, task, should_stop, config):
         super().__init__(task, should_stop)
@@ -40,7 +46,21 @@ class BrowserEnvironment(Environment):
             self.browser = self.start_browser(task, should_stop, config)
         except BrowserError as exc:  # not installed, Grid down: the task ends as error with this message
             raise ValueError(str(exc)) from None
+        self.recording, self.steps = self._start_recording(config), 0
         self._resume_page()
+
+    def _start_recording(self, config):
+        """A recording of the run, for a browser driven by Selenium (the extension's client mode has none)."""
+        if getattr(self.browser, "driver", None) is None:
+            return None
+        if why_not := recording.available(config):
+            log.info("task %s is not recorded: %s", self.task.id, why_not)
+            return None
+        try:
+            return recording.Recording(self.browser, config, config.get("TASK_TIMEOUT_SECONDS", 600))
+        except OSError:  # rrweb unreadable: a recording must never fail the task
+            log.warning("task %s is not recorded", self.task.id, exc_info=True)
+            return None
 
     def start_browser(self, task, should_stop, config):
         raise NotImplementedError
@@ -66,7 +86,10 @@ class BrowserEnvironment(Environment):
         target = {"type": ["integer", "string"], "description": "Element number ([12] → 12) or its exact text."}
         number = {"type": "integer", "minimum": 0, "maximum": 9999,
                   "description": "The element's number N, shown as [N] in the page."}
-        return super().tools(response_schema) + [
+        person = [Tool("ask_for_person", "Ask a person to take control of the browser for what you cannot do "
+                       "(a login, a 2FA code, a captcha); they hand it back when done.",
+                       params(["reason"], reason=STRING))] if self.person is not None else []
+        return super().tools(response_schema) + person + [
             Tool("go_to", "Open a URL.", params(["url"], url=STRING)),
             Tool("click", "Click an element.", params(["target"], target=target),
                  offered=params(["target"], target=number)),
@@ -86,12 +109,47 @@ class BrowserEnvironment(Environment):
     def url(self):
         return self.browser.current_url() if self.browser is not None else ""
 
+    # --- live view (app/live) and a person's takeover (workers/agent/takeover.py) ---------------------------
+    def go_live(self, person):
+        """Publish where viewers find this browser, and let a person take control; a browser the live view
+        cannot reach (the user's own window) stays as it is."""
+        if self.browser is None or not self.browser.live_endpoint:
+            return
+        self.person = person
+        person.publish(endpoint=self.browser.live_endpoint, targetId=self.browser.live_target(), url=self.url())
+
+    def show_step(self, description=None, url=None):
+        if self.person is None:
+            return
+        if url is None:
+            self.person.publish(step=description)
+        else:  # after the step: where the agent is now (a new tab included)
+            self.person.publish(url=url, targetId=self.browser.live_target())
+
+    def between_steps(self):
+        return self.person.between_steps(self.deadline, self.url) if self.person is not None else []
+
+    def fresh_page(self):
+        try:
+            return self._view("A person had control; the page is as they left it.")
+        except BrowserError:
+            return None
+
+    def do_ask_for_person(self, reason):
+        """A login, a 2FA code or a captcha the agent cannot pass: `input-required` until a person, through the
+        live view, takes control and hands it back; then the page afresh."""
+        if self.person is None:
+            return Observation("No person can take control of this browser: ask the user with ask_user.",
+                               self.url(), failed=True)
+        self.person.ask(reason, self.deadline, self.url)
+        return self._act(lambda: None, lambda _: "A person had control and handed it back.")
+
     def first_observation(self):
         """The page a kept session or the user's window is on when the task starts (nothing on a blank tab)."""
         try:
             if self.url() in BLANK:
                 return ""
-            return "The browser is on this page:\n" + self._view().text
+            return page_view.START_PAGE + self._view().text
         except BrowserError:
             return ""
 
@@ -115,6 +173,9 @@ class BrowserEnvironment(Environment):
         return observation
 
     def _execute(self, action):
+        if self.recording is not None:  # the events so far, and a marker where this action starts
+            self.recording.pull({"step": self.steps, "action": action.name})
+        self.steps += 1
         observation = super().execute(action)
         observation = self._with_refusals(observation)
         if self.recorder is not None and action.name not in ENDINGS_WITHOUT_PAGE:
@@ -129,8 +190,14 @@ class BrowserEnvironment(Environment):
         if not refusals:
             return observation
         refused = page_view.refusal_lines(refusals)
-        here = [r for r in refusals if f"//{page_view.host_port(r['host'], r['port'])}" in (observation.url or "")
-                or f"//{r['host']}/" in (observation.url or "")]
+        # A navigation the proxy refused over HTTPS fails in Chromium as net::ERR_TUNNEL_CONNECTION_FAILED, which
+        # says nothing: the failure naming the refused host gets the policy's reason (the fence and the host).
+        named = [r for r in refusals if observation.failed and not observation.error_page
+                 and page_view.names_host(observation.text or "", r["host"], r["port"])]
+        if named:
+            return replace(observation, text=f"Navigation refused by the egress policy: {named[0]['reason']}",
+                           refused=refused, failed=True)
+        here = [r for r in refusals if page_view.url_of_host(observation.url or "", r["host"], r["port"])]
         if not here or (observation.failed and not observation.error_page):  # the proxy's refusal page is one
             return replace(observation, refused=refused)
         why = f"Navigation refused by the egress policy: {here[0]['reason']}"
@@ -230,9 +297,13 @@ class BrowserEnvironment(Environment):
     def close(self):
         browser = self.browser
         try:
+            if self.recording is not None and browser is not None:
+                self.store_recording()
             if self.recorder is not None and browser is not None:
                 self.store_gif()
         finally:
+            if self.person is not None:
+                self.person.close()
             if browser is not None:
                 browser.close()
 
@@ -243,6 +314,13 @@ class BrowserEnvironment(Environment):
             save_gif(self.task.id, self.recorder, self.config)
         except Exception:
             log.warning("task %s: the GIF could not be stored", self.task.id, exc_info=True)
+
+    def store_recording(self):
+        try:
+            events = self.recording.finish()
+            recordings.store(self.task.id, self.redact(events) if self.redact is not None else events)
+        except Exception:  # a recording must never fail the task
+            log.warning("task %s: the recording could not be stored", self.task.id, exc_info=True)
 
 
 def _element(info):

@@ -1,5 +1,5 @@
 """The web agent in `cloud` mode: no browser; pages are fetched over HTTP behind the outbound-URL guard."""
-from app.egress import Policy
+from app.egress.policy import Policy
 
 from . import pages
 from .actions import STRING, Observation, Tool, params

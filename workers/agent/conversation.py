@@ -50,6 +50,14 @@ class Conversation:
     def add_result(self, call_id, text):
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
 
+    def add_note(self, text):
+        """Something that happened between calls (a person had control): told with the latest tool result, or
+        with the prompt before any (a message of its own would count as a call to the built-in planner)."""
+        for message in reversed(self.messages):
+            if message.get("role") in ("tool", "user") and isinstance(message.get("content"), str):
+                message["content"] = f"{message['content']}\n\n{text}"
+                return
+
     def add_answer(self, text):
         self.messages.append({"role": "assistant", "content": text})
 

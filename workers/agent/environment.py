@@ -59,6 +59,20 @@ class Environment:
         """Extra fields of each action's trace entry."""
         return {}
 
+    def go_live(self, person):
+        """Let live viewers watch (browser modes with a browser the live view can reach)."""
+
+    def show_step(self, description=None, url=None):
+        """For live viewers (browser modes): the step about to run, or the URL (secrets redacted) it left."""
+
+    def between_steps(self):
+        """Trace entries of a person's takeover that ended (browser modes wait here while one goes on)."""
+        return []
+
+    def fresh_page(self):
+        """The page as it is now (an Observation), or None."""
+        return None
+
     def execute(self, action):
         if self.mcp and action.name in self.mcp.tools_by_name:
             return self._call_mcp(self.mcp.tools_by_name[action.name], action.args)

@@ -8,12 +8,15 @@ from datetime import datetime, timedelta, timezone
 
 from app import json_schemas
 
+from . import completion
 from .actions import Finish, Observation, Outcome, PlannerError, Stopped
 from .secrets import Secrets
 
 log = logging.getLogger(__name__)
 ENDINGS = ("answer", "ask_user", "fail")  # actions that end a run: allowed when the step budget is spent
+CHECK_PROBLEM_CHARS = 2000  # what the stored schema check keeps of a problem (it can quote the whole answer)
 SHOWN_WHILE_RUNNING = ("wait", "wait_for")  # long by design: a poller sees them in progress before they end
+MAX_PUSHBACKS = 2  # answers the completion check sent back ("not done yet") before a third one ends the task
 
 
 class BudgetExceeded(Exception):
@@ -47,6 +50,7 @@ class RunState:
     tokens: int = 0
     prior_credits: float = 0.0  # credits of the actions before a pause, already priced
     prior_actions: int = 0
+    page_actions: int = 0  # actions on the page (completion.OFF_THE_PAGE are not), for the completion check
     last: Observation | None = None
 
     def usage(self, credits_per_action, credits_per_1k_tokens):
@@ -57,7 +61,7 @@ class RunState:
 
 class AgentLoop:
     def __init__(self, planner, environment, budget, pricing, state, on_progress=None, should_stop=None,
-                 secrets=None, response_schema=None):
+                 secrets=None, response_schema=None, agent="general"):
         self.planner, self.environment, self.budget = planner, environment, budget
         self.pricing = pricing  # (credits per action, credits per 1k tokens)
         self.state = state
@@ -66,6 +70,16 @@ class AgentLoop:
         self.secrets = secrets or Secrets()
         self.response_schema = response_schema
         self.repaired = False
+        # The last check of an answer against response_schema, stored with the task (the console shows it):
+        # {"valid": true | false | null (could not be checked), "problem": why not, or null}.
+        self.schema_check = None
+        conversation = state.conversation
+        first = conversation.messages[conversation.start].get("content") if conversation.messages else None
+        # A task that asks for something on a page is done only on evidence (workers/agent/completion.py).
+        self.page_task = completion.names_a_page(agent, first)
+        self.must_act = self.page_task and completion.gives_a_url(first)  # else its start page may hold the answer
+        self.pushbacks = 0
+        self.verdict = None  # the completion check's latest verdict (in the final trace entry)
 
     def usage(self):
         return self.state.usage(*self.pricing)
@@ -92,13 +106,18 @@ class AgentLoop:
         repeats, last_key = 0, None
         failed = {}  # key of a call that failed since the last success → why; the same call is not run again
         refused = 0
-        # Bounded even when no action executes (answers being repaired): steps plus the answer and its repair.
-        for _ in range(self.budget.max_steps + 2):
+        # The last executed action's key when it succeeded, and whether it left the page as it was.
+        done_key, unchanged = None, False
+        asked = set()  # (action key, page) the completion check was asked about on a repeat
+        # Bounded even when no action executes (answers being repaired or sent back): steps plus the answer,
+        # its repair and the completion check's push-backs.
+        for _ in range(self.budget.max_steps + 2 + MAX_PUSHBACKS):
             if self.should_stop():
                 return Outcome("error", "cancelled")
             if time.time() - started > self.budget.wall_clock_seconds:
                 raise BudgetExceeded(
                     f"Time limit reached: the task ran longer than {self.budget.wall_clock_seconds:g} s.")
+            self._person()
             with self._model_turn() as turn:
                 if not turn:
                     return Outcome("error", "cancelled")
@@ -110,10 +129,16 @@ class AgentLoop:
                 break
             repeats = repeats + 1 if action.key() == last_key else 1
             last_key = action.key()
+            # A successful action asked for again though the page did not change (or at the no-progress rule):
+            # maybe the task is done and the model does not know how to say so. The check decides.
+            if repeats > 1 and action.key() == done_key and (unchanged or repeats > self.budget.max_repeats):
+                outcome = self._done_on_repeat(action, asked)
+                if outcome is not None:
+                    return outcome
             if repeats > self.budget.max_repeats:
                 raise BudgetExceeded(
                     f"No progress: the action '{self.secrets.redact(action.description or action.name)}' "
-                    f"was repeated {repeats} times in a row.")
+                    f"ran {repeats - 1} times in a row and was asked for again.")  # the trace shows those runs
             if action.key() in failed:
                 refused += 1
                 if refused > 1:
@@ -127,6 +152,7 @@ class AgentLoop:
                     "Do something else: another element, another action, or answer."))
                 continue
             start = time.time()
+            self.environment.show_step(self.secrets.redact(action.description or action.name))
             running = action.name in SHOWN_WHILE_RUNNING
             # Where the step starts: asked of the browser only when the entry needs it before the step's own URL.
             url = self.environment.url() if running else None
@@ -151,6 +177,11 @@ class AgentLoop:
             observation = replace(observation, text=self.secrets.redact(observation.text),
                                   url=self.secrets.redact(observation.url or url or self.environment.url()))
             self.state.actions += 1
+            self.environment.show_step(url=observation.url)
+            self.state.page_actions += completion.acted_on_the_page(action)
+            previous = self.state.last.text if self.state.last is not None else None
+            done_key = None if observation.failed else action.key()
+            unchanged = observation.text == previous
             log.info("action %d: %s", self.state.actions, self.secrets.redact(action.description or action.name))
             entry = {
                 "url": observation.url, "action": self.secrets.redact(action.description or action.name),
@@ -174,6 +205,21 @@ class AgentLoop:
             self.state.last = observation
             self.on_progress(self.state)
         raise BudgetExceeded(f"Step limit reached: the task needed more than {self.budget.max_steps} actions.")
+
+    def _person(self):
+        """A person's takeover (live view): wait while they have control, then trace it and give the planner the
+        page afresh (never a model call in between)."""
+        entries = self.environment.between_steps()
+        if not entries:
+            return
+        self.state.trace.extend(self.secrets.redact(entries))
+        fresh = self.environment.fresh_page()
+        if fresh is not None:
+            fresh = replace(fresh, text=self.secrets.redact(fresh.text), url=self.secrets.redact(fresh.url))
+            self.state.last = fresh
+            self.state.conversation.add_note(f"A person had control of the browser and handed it back; the page "
+                                             f"now:\n{fresh.text}")
+        self.on_progress(self.state)
 
     def _model_turn(self):
         """A slot of the model's (LLM_CONCURRENCY) for one request; a wait for it shows in the progress trace."""
@@ -206,10 +252,27 @@ class AgentLoop:
         last = self.state.last
         if last is not None and last.error_page:  # an answer read off a 404 or a browser error page
             return Outcome("error", f"The last page read was an error page: {last.text.splitlines()[0]}")
+        verdict = self._check(outcome.text)
+        if verdict is not None and not verdict.done:
+            if self.pushbacks < MAX_PUSHBACKS and self.planner.can_repair \
+                    and self.state.actions < self.budget.max_steps:
+                self.pushbacks += 1
+                conversation.add_call(action)
+                conversation.add_result(action.call_id, (
+                    f"Not done yet: {verdict.reason} Act on the page (its elements are numbered in the page "
+                    "view), then call answer." if self.state.page_actions == 0 else
+                    f"Not done yet: {verdict.reason} Keep working on the task, then call answer."))
+                return None
+            return Outcome("error", f"The task was not done: {verdict.reason}")
         if self.response_schema is None:
             conversation.add_answer(self.secrets.redact(outcome.text))
             return outcome
-        content, problem = _structured(outcome, self.response_schema)
+        try:
+            content, problem = _structured(outcome, self.response_schema)
+        except json_schemas.CheckTooCostly as exc:
+            self.schema_check = {"valid": None, "problem": str(exc)[:CHECK_PROBLEM_CHARS]}
+            return Outcome("error", f"The answer could not be checked against the responseFormat JSON Schema: {exc}")
+        self.schema_check = {"valid": problem is None, "problem": problem and problem[:CHECK_PROBLEM_CHARS]}
         if problem is None:
             text = json.dumps(content, ensure_ascii=False)
             conversation.add_answer(self.secrets.redact(text))
@@ -223,6 +286,52 @@ class AgentLoop:
             return None
         return Outcome("error", f"The answer does not match the responseFormat JSON Schema: {problem}")
 
+    def _check(self, answer):
+        """The completion check's Verdict for a task that names a page (else None): the built-in rules, then,
+        when they pass and the planner has one, the model's check (its own trace entry, its tokens counted)."""
+        if not self.page_task:
+            return None
+        checker = getattr(self.planner, "check_done", None)
+        verdict = completion.rules(self.state.page_actions, None if checker else self.state.last, self.must_act)
+        if verdict.done and checker is not None:
+            start = time.time()
+            with self._model_turn() as turn:
+                if not turn:
+                    raise Stopped()
+                try:
+                    verdict = checker(self.state, self.secrets.redact(answer or "")) or completion.Verdict(
+                        True, "The check's reply said neither yes nor no; the built-in rules passed.")
+                finally:
+                    self.state.tokens += self.planner.tokens_used()
+            verdict = replace(verdict, reason=self.secrets.redact(verdict.reason))
+            log.info("completion check: %s (%s)", "done" if verdict.done else "not done", verdict.reason)
+            end = time.time()
+            self.state.trace.append({
+                "url": self.secrets.redact(self.environment.url()),
+                "action": f"completion check: {'done' if verdict.done else 'not done'} ({verdict.reason})",
+                "check": verdict.trace(), "startTs": _ts(_ms(start)), "endTs": _ts(_ms(end)),
+                "durationMs": _ms(end) - _ms(start)})
+            self.on_progress(self.state)
+        self.verdict = verdict
+        return verdict
+
+    def _done_on_repeat(self, action, asked):
+        """A success ending when the completion check says a repeated action's task is done, else None (asked
+        once per action and page)."""
+        if not self.page_task or self.response_schema is not None \
+                or getattr(self.planner, "check_done", None) is None:
+            return None
+        page = self.state.last.text if self.state.last is not None else ""
+        if (action.key(), page) in asked:
+            return None
+        asked.add((action.key(), page))
+        verdict = self._check("")
+        if not verdict.done:
+            return None
+        text = f"Done: {verdict.reason}" if verdict.reason else "Done."
+        self.state.conversation.add_answer(self.secrets.redact(text))
+        return Outcome("success", text)
+
     def _trace_final(self, outcome):
         now = _ms(time.time())
         self.state.trace.append({
@@ -231,17 +340,22 @@ class AgentLoop:
             "credits": self.usage()["credits"],
             "startTs": _ts(now), "endTs": _ts(now), "durationMs": 0,
             "planner": getattr(self.planner, "label", "model"),
+            **({"check": self.verdict.trace()} if self.verdict is not None else {}),
         })
 
 
 def _structured(outcome, schema):
-    """(content, None) when the answer validates against the schema, else (None, what is wrong)."""
+    """(content, None) when the answer validates against the schema, else (None, what is wrong); raises
+    json_schemas.CheckTooCostly when the check goes over its budget."""
     content = outcome.structured
     if content is None:
         try:
             content = json.loads(outcome.text)
         except ValueError:
             return None, "the answer is not JSON."
+        except RecursionError:
+            raise json_schemas.CheckTooCostly("the answer nests too deeply to be checked against the schema.") \
+                from None
     try:
         error = json_schemas.first_error(schema, content)
     except json_schemas.UnsafeSchema as exc:

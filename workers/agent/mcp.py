@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from app import egress, egress_http
+from app.egress import client as egress_http, policy as egress
 
 from .actions import Observation, Tool
 

@@ -1,7 +1,12 @@
 """What the model sees of a page: the URL, the title and page.js's numbered view, within a budget."""
+import re
+from urllib.parse import urlsplit
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 HEADER = "URL: "  # the line every page view starts with (the context rule recognises old views by it)
 STALE = "(page view left out: a newer one follows)"
+START_PAGE = "The browser is on this page:\n"  # before the view of the page a task starts on (after its prompt)
 
 
 def render(reading, prefix=""):
@@ -24,6 +29,23 @@ def stale(text):
 def refusal_lines(refusals):
     """The egress proxy's refusals as trace lines: "GET host:port: why"."""
     return tuple(f"{r['method']} {host_port(r['host'], r['port'])}: {r['reason']}" for r in refusals[:20])
+
+
+def names_host(text, host, port):
+    """True if `text` holds a URL of `host` (at `port`, or at its scheme's default port)."""
+    authority = re.escape(f"[{host}]" if ":" in host else host)
+    default = {number: scheme for scheme, number in DEFAULT_PORTS.items()}.get(port)
+    pattern = (rf"{default}://{authority}(?![\w.:-])" if default else "(?!)") + rf"|//{authority}:{port}(?!\d)"
+    return re.search(pattern, text, re.I) is not None
+
+
+def url_of_host(url, host, port):
+    """True if `url` is a page of `host` at `port` (its authority, not a mention in its path or fragment)."""
+    try:
+        parts = urlsplit(url)
+        return (parts.hostname or "") == host.lower() and (parts.port or DEFAULT_PORTS.get(parts.scheme)) == port
+    except ValueError:
+        return False
 
 
 def host_port(host, port):

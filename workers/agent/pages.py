@@ -9,8 +9,8 @@ from cssselect import SelectorError
 from lxml.html import html5parser
 from lxml.cssselect import CSSSelector
 
-from app import egress_http
-from app.egress import EgressRefused, Policy
+from app.egress import client as egress_http
+from app.egress.policy import EgressRefused, Policy
 
 HIDDEN = {"script", "style", "noscript", "template", "head"}
 BLOCK = {"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "fieldset", "figcaption",

@@ -50,6 +50,13 @@ class Browser:
     - `should_stop` (a callable, set by the constructor) is read inside waits, so a cancel lands within an action."""
 
     label = ""  # cloudBrowserSessionName or the window id: for logs and the trace
+    # Where the live view (app/live) reaches this browser's DevTools: "unix:<socket>" or a Grid's se:cdp URL;
+    # None for a browser it cannot watch (the user's own window).
+    live_endpoint = None
+
+    def live_target(self):
+        """The DevTools target id of the tab the agent is on (the live view follows it), or None."""
+        return None
 
     # navigation and tabs
     def open(self, url, new_tab=False): raise NotImplementedError

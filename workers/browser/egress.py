@@ -1,7 +1,7 @@
-"""The browser's egress for the Selenium drivers: the proxy (app/egress_proxy.py), typed URLs, download prefs."""
+"""The browser's egress for the Selenium drivers: the proxy (app/egress/proxy.py), typed URLs, download prefs."""
 from urllib.parse import urlsplit
 
-from app.egress_proxy import HARDENING_ARGUMENTS, EgressProxy as _EgressProxy, ProxyFailed, our_proxies, reap_orphans
+from app.egress.proxy import HARDENING_ARGUMENTS, EgressProxy as _EgressProxy, ProxyFailed, our_proxies, reap_orphans
 
 from .base import BrowserUnavailable, NavigationRefused
 

@@ -5,12 +5,12 @@ leaving the browser, its cookies and its tabs for the session's next task.
 """
 from selenium.common.exceptions import NoSuchWindowException, WebDriverException
 from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.remote_connection import ChromeRemoteConnection
 from selenium.webdriver.remote.file_detector import LocalFileDetector
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from .base import BrowserUnavailable
 from .selenium_driver import SeleniumBrowser, _reason
+from .unix_connection import remote_connection
 
 
 class _AttachedDriver(WebDriver):
@@ -18,19 +18,24 @@ class _AttachedDriver(WebDriver):
 
     def __init__(self, url, session_id):
         self._existing_session = session_id
-        super().__init__(command_executor=ChromeRemoteConnection(url), options=Options())
+        super().__init__(command_executor=remote_connection(url), options=Options())
 
     def start_session(self, capabilities):
         self.session_id = self._existing_session
         self.caps = {"browserName": "chrome"}
 
 
+def attach(url, session_id):
+    """Selenium over a WebDriver session someone else started (a kept session's, a pooled box's)."""
+    return _AttachedDriver(url, session_id)
+
+
 class KeptSessionBrowser(SeleniumBrowser):
     """SeleniumBrowser on a session it did not start: close() detaches and the browser stays up."""
 
     def __init__(self, *, webdriver_url, webdriver_session, label="", remote=False, page_load_timeout=30.0,
-                 uploads=None, should_stop=lambda: False):
-        self.label = label
+                 uploads=None, live_endpoint=None, should_stop=lambda: False):
+        self.label, self.live_endpoint = label, live_endpoint
         self.remote_url = webdriver_url if remote else None
         self.time_zone = None  # the session's browser keeps one zone for all its tasks
         self.should_stop = should_stop
@@ -42,7 +47,7 @@ class KeptSessionBrowser(SeleniumBrowser):
         self._closed = False
         self._history_tabs = {}
         try:
-            self.driver = _AttachedDriver(webdriver_url, webdriver_session)
+            self.driver = attach(webdriver_url, webdriver_session)
             if remote:
                 self.driver.file_detector = LocalFileDetector()
             self.driver.set_page_load_timeout(page_load_timeout)

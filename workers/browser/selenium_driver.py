@@ -17,13 +17,15 @@ from selenium.common.exceptions import (ElementClickInterceptedException, Elemen
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.remote.file_detector import LocalFileDetector
+from selenium.webdriver.remote.file_detector import LocalFileDetector, UselessFileDetector
 from selenium.webdriver.remote.webelement import WebElement
 
-from app import browser_host
-from app.browser_host import BrowserBox, HostUnavailable
+from app.live import state as live_state
+from app.sandbox import box as sandbox, processes as sandbox_processes
+from app.sandbox.box import BrowserBox, HostUnavailable
 
 from .base import Browser, BrowserError, BrowserUnavailable, PageReading
+from .unix_connection import UnixRemoteConnection
 
 log = logging.getLogger(__name__)
 # Selenium logs each WebDriver command body at DEBUG: typed text (secret values) would land in logs.
@@ -62,25 +64,56 @@ def missing_browser(chromium_path, chromedriver_path):
             "(or `make browser`), or set SELENIUM_REMOTE_URL to a Selenium Grid.")
 
 
+def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download_dir=None, extra_arguments=()):
+    """The ChromeOptions of every Chromium of ours, cold or pooled (workers/browser/pool.py): flags, proxy, prefs."""
+    options = webdriver.ChromeOptions()
+    options.page_load_strategy = "normal"
+    for flag in sandbox.chromium_flags(window_size, locale):
+        options.add_argument(flag)
+    for argument in extra_arguments:
+        options.add_argument(argument)
+    if proxy:
+        options.add_argument(f"--proxy-server=http://{proxy}")
+        # Chromium sends loopback directly unless told not to: the proxy must see those requests too.
+        options.add_argument("--proxy-bypass-list=<-loopback>")
+    prefs = {"intl.accept_languages": locale, "credentials_enable_service": False,
+             "profile.password_manager_enabled": False, "download.prompt_for_download": False,
+             "autofill.profile_enabled": False, "autofill.credit_card_enabled": False,
+             "safebrowsing.enabled": False}
+    if download_dir:
+        prefs.update({"download.default_directory": download_dir, "download.directory_upgrade": True,
+                      "savefile.default_directory": download_dir})
+    options.add_experimental_option("prefs", prefs)
+    # chromedriver turns Chromium's own log on (--enable-logging): it would hold page console messages
+    # and, at start, Chromium deletes and recreates its log file, which must never be a shared path.
+    options.add_experimental_option("excludeSwitches", ["enable-logging"])
+    return options
+
+
 class SeleniumBrowser(Browser):
     """One Chromium session. Local: chromedriver (and the Chromium it starts) in a process group of its
     own, a fresh profile under `profile_root` with a marker file, TZ set for the whole browser. Remote
     (`remote_url`): `webdriver.Remote` with the capability `se:name` = `label`.
 
     `proxy` ("host:port"): every request, loopback included, goes through that HTTP proxy (the egress
-    policy lives there). `should_stop` is read inside waits so a cancel lands within one action."""
+    policy lives there). `should_stop` is read inside waits so a cancel lands within one action. `devtools`:
+    DevTools on, for the live view (`live_endpoint`: the box's socket, or the Grid's se:cdp)."""
+
+    group = None  # a pooled browser's process group (workers/browser/pool.py started it, not a Service of ours)
+    zone_per_tab = False  # the browser's own TZ is not the task's (a Grid node, a pooled browser): set it per tab
 
     def __init__(self, *, label="", chromium_path="/usr/bin/chromium", chromedriver_path="/usr/bin/chromedriver",
                  remote_url=None, proxy=None, window_size=(1280, 900), locale="en-US", time_zone=None,
                  download_dir=None, profile_root=None, page_load_timeout=30.0, extra_arguments=(),
-                 should_stop=lambda: False):
+                 devtools=False, should_stop=lambda: False):
         self.label = label or f"rd-{uuid.uuid4().hex[:8]}"
         self.remote_url, self.time_zone, self.should_stop = remote_url, time_zone, should_stop
-        self.download_dir = download_dir
+        self.download_dir, self.devtools = download_dir, devtools
         self.profile = None
         self.box = None
         self.uploads = None
         self.service = None
+        self.zone_per_tab = bool(remote_url)
         self.driver = None
         self._closed = False
         self._known_handles = []
@@ -89,27 +122,7 @@ class SeleniumBrowser(Browser):
             problem = missing_browser(chromium_path, chromedriver_path)
             if problem:
                 raise BrowserUnavailable(problem)
-        options = webdriver.ChromeOptions()
-        options.page_load_strategy = "normal"
-        for flag in browser_host.chromium_flags(window_size, locale):
-            options.add_argument(flag)
-        for argument in extra_arguments:
-            options.add_argument(argument)
-        if proxy:
-            options.add_argument(f"--proxy-server=http://{proxy}")
-            # Chromium sends loopback directly unless told not to: the proxy must see those requests too.
-            options.add_argument("--proxy-bypass-list=<-loopback>")
-        prefs = {"intl.accept_languages": locale, "credentials_enable_service": False,
-                 "profile.password_manager_enabled": False, "download.prompt_for_download": False,
-                 "autofill.profile_enabled": False, "autofill.credit_card_enabled": False,
-                 "safebrowsing.enabled": False}
-        if download_dir:
-            prefs.update({"download.default_directory": download_dir, "download.directory_upgrade": True,
-                          "savefile.default_directory": download_dir})
-        options.add_experimental_option("prefs", prefs)
-        # chromedriver turns Chromium's own log on (--enable-logging): it would hold page console messages
-        # and, at start, Chromium deletes and recreates its log file, which must never be a shared path.
-        options.add_experimental_option("excludeSwitches", ["enable-logging"])
+        options = chrome_options(window_size, locale, proxy, download_dir, extra_arguments)
         try:
             if remote_url:
                 options.set_capability("se:name", self.label)
@@ -118,6 +131,8 @@ class SeleniumBrowser(Browser):
                 # chromedriver's CDP endpoint, which the Grid forwards to the node (time zone per tab).
                 self.driver.command_executor.add_command("executeCdpCommand", "POST",
                                                          "/session/$sessionId/goog/cdp/execute")
+                if devtools:
+                    self.live_endpoint = self.driver.capabilities.get("se:cdp")
             else:
                 self._start_local(options, chromium_path, chromedriver_path, profile_root, proxy)
             self.driver.set_page_load_timeout(page_load_timeout)
@@ -140,21 +155,27 @@ class SeleniumBrowser(Browser):
         log.info("browser session %s started", self.label)
 
     def _start_local(self, options, chromium_path, chromedriver_path, profile_root, proxy):
-        """chromedriver and its Chromium in their sandbox (app/browser_host.py), as the browsers' own user."""
+        """chromedriver and its Chromium in their sandbox (app/sandbox/box.py), as the browsers' own user."""
         root = profile_root or tempfile.gettempdir()
         os.makedirs(root, exist_ok=True)
         self.profile = tempfile.mkdtemp(prefix="rd-", dir=root)
         self.box = BrowserBox(self.profile, owner_pid=os.getpid(), proxy=proxy, downloads=self.download_dir,
-                              time_zone=self.time_zone, binaries=(chromium_path, chromedriver_path)).prepare()
+                              time_zone=self.time_zone, binaries=(chromium_path, chromedriver_path),
+                              devtools=self.devtools).prepare()
         options.binary_location = chromium_path  # set: Selenium Manager is never asked for a browser
+        if self.devtools:
+            options.add_argument(f"--remote-debugging-port={sandbox.INNER_DEVTOOLS_PORT}")
+            self.live_endpoint = live_state.box_endpoint(self.box.directory)
         options.add_argument(f"--user-data-dir={self.box.profile}")
         self.uploads = self.box.uploads
         self.service = _SandboxedService(self.box, chromedriver_path)
-        self.driver = webdriver.Chrome(options=options, service=self.service)
+        self.service.start()  # waits for chromedriver's /status on its socket; close() ends its process group
+        self.driver = webdriver.Remote(command_executor=UnixRemoteConnection(self.box.driver_url), options=options)
+        self.driver.file_detector = UselessFileDetector()  # chromedriver here reads the (staged) path itself
 
     def _emulate(self, handle):
-        """A Grid node's browser has its own TZ: override the time zone per tab through CDP."""
-        if not (self.remote_url and self.time_zone):
+        """A Grid node's or a pooled browser's TZ is not the task's: override the time zone per tab through CDP."""
+        if not (self.zone_per_tab and self.time_zone):
             return
         try:
             self.driver.execute("executeCdpCommand", {"cmd": "Emulation.setTimezoneOverride",
@@ -249,6 +270,12 @@ class SeleniumBrowser(Browser):
         except WebDriverException as exc:
             raise BrowserError(f"Could not open {url}: {_reason(exc)}") from None
         self._follow_tabs()
+
+    def live_target(self):
+        try:  # chromedriver's window handle is the tab's DevTools target id
+            return self.driver.current_window_handle
+        except WebDriverException:
+            return None
 
     def current_url(self):
         try:
@@ -406,7 +433,7 @@ class SeleniumBrowser(Browser):
         if element is None or element.get_attribute("type") != "file":
             raise BrowserError(f"The element [{info['index']}] is not a file input of the page.")
         if self.uploads:
-            path = browser_host.stage_upload(self.uploads, path)  # the sandboxed browser sees only its own folders
+            path = sandbox.stage_upload(self.uploads, path)  # the sandboxed browser sees only its own folders
         try:
             element.send_keys(path)
         except WebDriverException as exc:
@@ -448,26 +475,29 @@ class SeleniumBrowser(Browser):
                 self.service.process.wait(5)  # reap chromedriver: no zombie
             except subprocess.TimeoutExpired:
                 pass
+        if self.group is not None:
+            kill_group(self.group)  # the pool's process reaps it
         if self.box is not None:
             for name in os.listdir(self.box.downloads):  # the service's alone from now on
-                browser_host.private_file(os.path.join(self.box.downloads, name))
+                sandbox.private_file(os.path.join(self.box.downloads, name))
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
         log.info("browser session %s closed", self.label)
 
 
 class _SandboxedService(Service):
-    """chromedriver's Service, started inside a BrowserBox and reached through its forwarder."""
+    """chromedriver's Service, started inside a BrowserBox and reached through its Unix socket (no TCP port)."""
 
     def __init__(self, box, chromedriver_path):
         self.box, self.chromedriver_path = box, chromedriver_path
         # Its own process group: one killpg ends the sandbox, its forwarders and every browser process.
-        super().__init__(executable_path="/bin/sh", port=box.driver_port, log_output=subprocess.DEVNULL,
+        # port: never listened on (Selenium's Service would otherwise probe the host for a free one).
+        super().__init__(executable_path="/bin/sh", port=sandbox.INNER_DRIVER_PORT, log_output=subprocess.DEVNULL,
                          popen_kw={"start_new_session": True})
 
     def command_line_args(self):
         # Its log stays off: at any level that logs commands it would write typed text (secrets) to disk.
-        return self.box.command([self.chromedriver_path, f"--port={browser_host.INNER_DRIVER_PORT}",
+        return self.box.command([self.chromedriver_path, f"--port={sandbox.INNER_DRIVER_PORT}",
                                  f"--log-path={self.box.run / 'chromedriver.log'}", "--log-level=OFF"])[1:]
 
     @property
@@ -476,11 +506,11 @@ class _SandboxedService(Service):
 
     def is_connectable(self):
         # Selenium's own check swallows every exception, a task's soft time limit included.
-        return browser_host.driver_ready(self.box.driver_url)
+        return sandbox.driver_ready(self.box.driver_url)
 
 
 def kill_group(pgid):
-    browser_host.kill_group(pgid, grace=0)
+    sandbox_processes.kill_group(pgid, grace=0)
 
 
 def _reason(exc):

@@ -20,7 +20,7 @@ def _value(match, name):
     return None
 
 
-# The step grammar (README "Built-in planner"): regex → (tool name, argument builder).
+# The step grammar (docs/agent.md "Built-in planner"): regex → (tool name, argument builder).
 class UnparseableStep(ValueError):
     pass
 
@@ -52,6 +52,7 @@ STEPS = [
      lambda m: {"key": _value(m, "key"), "target": _value(m, "target")}),
     (r"use\s+(?P<server>[^\s.]+)\.(?P<tool>\S+)(?:\s+with\s+(?P<arguments>\{.*\}))?", "use_tool",
      lambda m: {"server": m["server"], "tool": m["tool"], "arguments": _json_object(m["arguments"])}),
+    (r"ask for a person:?\s+(?P<reason>.+)", "ask_for_person", lambda m: {"reason": m["reason"].strip()}),
     (r"ask\s+(?P<question>.+)", "ask_user", lambda m: {"question": m["question"].strip()}),
     (r"answer\s+(?P<text>.+)", "answer", lambda m: {"text": m["text"].strip()}),
 ]
@@ -106,8 +107,8 @@ class BuiltinPlanner:
 
     can_repair = False
     label = "builtin"
-    no_model_hint = ("The built-in planner runs explicit steps only (see the README's "
-                     "'Built-in planner' section); set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL "
+    no_model_hint = ("The built-in planner runs explicit steps only (see docs/agent.md, "
+                     "'Built-in planner'); set LLM_BASE_URL, LLM_API_KEY and LLM_MODEL "
                      "to run free-form prompts with a language model.")
 
     def __init__(self, brief):

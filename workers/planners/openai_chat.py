@@ -13,7 +13,7 @@ from workers.agent import page_view
 from workers.agent.actions import Action, PlannerError, Stopped, describe
 from workers.agent.conversation import new_call_id
 
-from . import context, model_call, tool_schemas
+from . import completion_check, context, model_call, tool_schemas
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,7 @@ class ChatPlanner:
     def _offered(self, tool):
         """The tool as the model sees it: parameters reduced to what grammar-compiling servers accept."""
         if tool.name == "answer" and self.brief.response_schema is not None:
-            content = tool_schemas.grammar_safe(self.brief.response_schema, base="#/properties/content")
-            schema = {"type": "object", "properties": {"content": content}, "required": ["content"]}
+            schema = tool_schemas.answer_parameters(self.brief.response_schema)
         else:
             schema = tool_schemas.parameters(tool.offered or tool.parameters)
         return {"type": "function", "function": {"name": tool.name, "description": tool.description,
@@ -169,16 +168,31 @@ class ChatPlanner:
                 {"type": "text", "text": "A screenshot of the page now:"},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,"
                                                            + base64.b64encode(image).decode()}}]}]
+        return self._ask(wire, tools, self.max_tokens)
+
+    def check_done(self, state, answer):
+        """The completion check (workers/planners/completion_check.py): a Verdict, or None when the reply said
+        neither yes nor no. Its tokens count with the planner's."""
+        conversation = state.conversation
+        room = self.context_tokens - completion_check.MAX_TOKENS - context.MARGIN
+        wire = completion_check.request(conversation.messages[conversation.start].get("content"), state.trace,
+                                        conversation.messages, answer, room)
+        before = self._tokens
+        message = self._ask(wire, completion_check.TOOLS, completion_check.MAX_TOKENS)
+        return completion_check.verdict(message, self._tokens - before)
+
+    def _ask(self, wire, tools, max_tokens):
+        """One chat completion; its message (tokens counted)."""
         try:
             try:
-                completion = self._call(wire, tools)
+                completion = self._call(wire, tools, max_tokens)
             except openai.APIStatusError as exc:
                 if not (self.tool_choice == "required" and exc.status_code in (400, 422, 500, 501)):
                     raise
                 log.info("the model server refused tool_choice=required (HTTP %s): asking with auto",
                          exc.status_code)
                 self.tool_choice = "auto"
-                completion = self._call(wire, tools)
+                completion = self._call(wire, tools, max_tokens)
         except model_call.OutOfTime:
             budget = self.budget_seconds or self.timeout * (1 + self.retries)
             raise PlannerError(f"Time limit reached: task time budget of {budget:g} s exhausted "
@@ -202,13 +216,13 @@ class ChatPlanner:
             raise PlannerError("The language model returned no choices.")
         return completion.choices[0].message
 
-    def _call(self, wire, tools):
+    def _call(self, wire, tools, max_tokens):
         """One request, bounded by the task's time budget and ended by cancel (workers/planners/model_call.py)."""
         deadline = self.deadline or time.monotonic() + self.timeout * (1 + self.retries)
         return model_call.complete(
             self.client, self._transport,
             dict(model=self.model, messages=wire, tools=tools, tool_choice=self.tool_choice,
-                 max_tokens=self.max_tokens),
+                 max_tokens=max_tokens),
             timeout=self.timeout, retries=self.retries, deadline=deadline, should_stop=self.should_stop)
 
     def _parse(self, message):
@@ -243,8 +257,9 @@ class ChatPlanner:
             return args, None
         try:
             error = json_schemas.first_error(schema, args)
-        except (jsonschema.exceptions.SchemaError, json_schemas.UnsafeSchema):  # e.g. an MCP server's
-            # schema: its server judges the call (nothing is fetched, no pattern backtracks here)
+        except (jsonschema.exceptions.SchemaError, json_schemas.UnsafeSchema, json_schemas.CheckTooCostly):
+            # e.g. an MCP server's schema: its server judges the call (nothing is fetched, no pattern
+            # backtracks here, and a schema too costly to check stops within its budget)
             return args, None
         if error is None:
             return args, None

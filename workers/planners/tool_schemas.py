@@ -15,11 +15,15 @@ DROPPED = ("pattern", "patternProperties", "$schema", "$id", "not", "if", "then"
 SUBSCHEMA = ("items", "additionalProperties", "not")
 SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
 SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+# A response schema's definitions, moved to the answer tool's parameters' root: llama.cpp's converter cannot
+# resolve a recursive reference into definitions nested under a property (a tree's "#/$defs/node").
+HOISTED = ("$defs", "definitions")
 
 
-def grammar_safe(schema, base="#"):
+def grammar_safe(schema, base="#", kept=()):
     """A copy of `schema` that grammar converters accept; `base` is where it sits in the tool's parameters
-    (its local `$ref`s are rewritten to point there)."""
+    (its local `$ref`s are rewritten to point there, except those into `kept`, its root's keys moved to the
+    parameters' root)."""
     if schema is True or schema == {}:
         return {"type": ANY_TYPE}
     if not isinstance(schema, dict):
@@ -31,14 +35,14 @@ def grammar_safe(schema, base="#"):
         if key == "$ref":
             if not (isinstance(value, str) and value.startswith("#")):
                 return {"type": ANY_TYPE}  # a remote or relative reference: nothing to compile it from
-            out[key] = base + value[1:]
+            out[key] = value if value.startswith(tuple(f"#/{k}/" for k in kept)) else base + value[1:]
         elif key in SUBSCHEMA and isinstance(value, (dict, bool)):
             out[key] = value if value is False or (key == "additionalProperties" and value is True) \
-                else grammar_safe(value, base)
+                else grammar_safe(value, base, kept)
         elif key in SUBSCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: grammar_safe(sub, base) for name, sub in value.items()}
+            out[key] = {name: grammar_safe(sub, base, kept) for name, sub in value.items()}
         elif key in SUBSCHEMA_LISTS and isinstance(value, list):
-            out[key] = [grammar_safe(sub, base) for sub in value]
+            out[key] = [grammar_safe(sub, base, kept) for sub in value]
         elif key == "type" and isinstance(value, list) and not value:
             continue
         else:
@@ -47,6 +51,16 @@ def grammar_safe(schema, base="#"):
         del out["enum"]  # an empty enum compiles to an empty rule
     if not any(key in out for key in SHAPED):
         out["type"] = ANY_TYPE
+    return out
+
+
+def answer_parameters(schema):
+    """The answer tool's parameters around a response schema: `content`, the schema, its definitions hoisted."""
+    content = grammar_safe(schema, base="#/properties/content", kept=HOISTED)
+    out = {"type": "object", "properties": {"content": content}, "required": ["content"]}
+    for key in HOISTED:
+        if isinstance(schema, dict) and isinstance(schema.get(key), dict):
+            out[key] = content.pop(key)
     return out
 
 

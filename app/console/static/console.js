@@ -93,11 +93,8 @@
       show("output", !!t.output);
       document.getElementById("output").textContent = t.output ? t.output.text : "";
       var check = document.getElementById("output-check");
-      check.hidden = !t.output || t.output.valid === null;
-      if (t.output && t.output.valid !== null) {
-        check.textContent = t.output.valid ? "✓ Matches the response schema."
-          : "✗ Does not match the response schema: " + t.output.problem;
-      }
+      check.hidden = !t.output || !t.output.check;
+      check.textContent = t.output && t.output.check ? t.output.check : "";
       if (t.hasGif && !document.getElementById("gif")) {
         var img = el("img");
         img.id = "gif";
@@ -105,6 +102,14 @@
         img.src = article.getAttribute("data-gif-url");
         document.getElementById("gif-box").appendChild(img);
         show("gif-box", true);
+      }
+      if (t.hasRecording && !t.canCancel && !document.getElementById("recording")) {
+        var frame = el("iframe", "player-frame");
+        frame.id = "recording";
+        frame.title = "Recording of the task's browser";
+        frame.src = article.getAttribute("data-player-url");
+        document.getElementById("recording-box").appendChild(frame);
+        show("recording-box", true);
       }
       renderDeliveries(t.deliveries);
     }

@@ -11,12 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-from .browser_host import SETPRIV, alive, processes
+from ..sandbox.box import SETPRIV
+from .policy import Policy
+from ..sandbox.processes import alive, processes
 
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = "app.egress_plugin.EgressPlugin"
+PLUGIN = "app.egress.plugin.EgressPlugin"
 POLICY_SETTINGS = ("ALLOW_PRIVATE_URLS", "EGRESS_ALLOW_HOSTS", "EGRESS_TREAT_AS_PUBLIC", "EGRESS_ONLY_HOSTS")
 # Beside the proxy flags: what would go around an HTTP proxy, off.
 HARDENING_ARGUMENTS = [
@@ -56,6 +58,8 @@ class EgressProxy:
         # machine; with a Selenium Grid on other machines, an address of this worker that the nodes reach.
         self.host = config.get("BROWSER_PROXY_HOST") or "127.0.0.1"
         self.settings = {name: config.get(name) for name in POLICY_SETTINGS if config.get(name) is not None}
+        # The dependencies' host and port only: the proxy's environment never holds their credentials.
+        self.settings["SERVICE_ENDPOINTS"] = Policy.from_config(config).service
         self.of_worker = not directory  # a task's: it must not outlive the worker process
         self.directory = (Path(directory) if directory
                           else _egress_root(config) / f"{os.getpid()}-{secrets.token_hex(6)}")
@@ -118,7 +122,7 @@ class EgressProxy:
 
     def new_refusals(self):
         """The policy refusals since the last call (for the trace entry of the action that caused them); names
-        that did not resolve are left out (see app/egress_plugin._unresolvable)."""
+        that did not resolve are left out (see app/egress/plugin._unresolvable)."""
         found = self.refusals()
         fresh, self._seen = found[self._seen:], len(found)
         return [r for r in fresh if r.get("kind", "policy") == "policy"]

@@ -1,6 +1,6 @@
 """The one outbound HTTP path: a URL parsed once, checked, resolved once, pinned to the checked address.
 
-This module checks; app/egress_http.py connects (a requests session and an httpx2 transport pinned to the
+This module checks; app/egress/client.py connects (a requests session and an httpx2 transport pinned to the
 checked addresses). The web process only checks, so it never imports an HTTP client library."""
 import ipaddress
 import re
@@ -8,6 +8,8 @@ import socket
 from dataclasses import dataclass, replace
 
 import idna
+
+from . import endpoints
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_URL_CHARS = 8192
@@ -29,6 +31,10 @@ class UnsafeUrl(ValueError):
 
 class EgressRefused(UnsafeUrl):
     """Message says what was refused and why, without secrets."""
+
+
+class ServiceEndpoint(EgressRefused):
+    """The address and port are the service's own (a dependency, or a port its processes listen on)."""
 
 
 class OutsideFence(EgressRefused):
@@ -58,12 +64,18 @@ class Policy:
     # Fences: host patterns (HostPattern) a host must match, whatever else allows it. Each non-empty one applies.
     only_hosts: tuple = ()  # EGRESS_ONLY_HOSTS, instance-wide
     task_hosts: tuple = ()  # a task's allowedDomains (narrowed)
+    # (host, port, whole) of the service's dependencies (app/egress/endpoints.py): never reached, whatever allows it.
+    service: tuple = ()
 
     @classmethod
     def from_config(cls, config):
         """A Flask config or dict: ALLOW_PRIVATE_URLS, EGRESS_ALLOW_HOSTS, EGRESS_TREAT_AS_PUBLIC,
-        EGRESS_ONLY_HOSTS."""
-        return cls(allow_private=bool(config.get("ALLOW_PRIVATE_URLS")),
+        EGRESS_ONLY_HOSTS, and the dependencies' URLs (or SERVICE_ENDPOINTS, [host, port, whole] triples, as the
+        browser egress proxy gets them: without credentials)."""
+        configured = config.get("SERVICE_ENDPOINTS")
+        return cls(service=(tuple((str(h), int(p), bool(w)) for h, p, w in configured) if configured is not None
+                            else endpoints.dependencies(config)),
+                   allow_private=bool(config.get("ALLOW_PRIVATE_URLS")),
                    allow_hosts=frozenset(_allow_entry(e) for e in _entries(config.get("EGRESS_ALLOW_HOSTS"))),
                    public_addresses=frozenset(str(ipaddress.ip_address(e))
                                               for e in _entries(config.get("EGRESS_TREAT_AS_PUBLIC"))),
@@ -97,14 +109,21 @@ class Policy:
             if fence and not any(pattern.matches(host, port) for pattern in fence):
                 raise OutsideFence(f"host {bracketed(host)}:{port} is not in {name}")
         if self.allow_private or (host, port) in self.allow_hosts or (host, None) in self.allow_hosts:
-            return _resolve(host, port)
-        if host.rstrip(".") in METADATA_HOSTS:
-            raise EgressRefused(f"host {host!r} is a cloud metadata endpoint")
-        addresses = _resolve(host, port)
-        for address in addresses:
-            if address not in self.public_addresses and not _is_public(ipaddress.ip_address(address)):
-                raise EgressRefused(f"host {host!r} resolves to a non-public address ({address}); in "
-                                    "development, ALLOW_PRIVATE_URLS=true or EGRESS_ALLOW_HOSTS=host:port allows it")
+            addresses = _resolve(host, port)
+        else:
+            if host.rstrip(".") in METADATA_HOSTS:
+                raise EgressRefused(f"host {host!r} is a cloud metadata endpoint")
+            addresses = _resolve(host, port)
+            for address in addresses:
+                if address not in self.public_addresses and not _is_public(ipaddress.ip_address(address)):
+                    raise EgressRefused(f"host {host!r} resolves to a non-public address ({address}); in development, "
+                                        "ALLOW_PRIVATE_URLS=true or EGRESS_ALLOW_HOSTS=host:port allows it")
+        for address in addresses:  # whatever allowed it: the service's own endpoints are never a destination
+            why = endpoints.refusal(address, port, self.service)
+            if why:
+                raise ServiceEndpoint(f"{bracketed(host)}:{port} is this service's own endpoint ({why}): no page, "
+                                      "task, MCP server or webhook may reach it, whatever ALLOW_PRIVATE_URLS or "
+                                      "EGRESS_ALLOW_HOSTS say")
         return addresses
 
 

@@ -1,4 +1,4 @@
-"""Every browser process this service starts: Chromium's flags and policies, its unprivileged user, its sandbox, the forwarders across it, stop and reap."""
+"""One browser's sandbox: Chromium's flags and policies, its unprivileged user, bubblewrap, the forwarders across it, its files."""
 import json
 import logging
 import os
@@ -6,13 +6,13 @@ import pwd
 import secrets
 import shlex
 import shutil
-import signal
-import socket
 import stat
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from .unix_http import driver_status, unix_url
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,9 @@ UNIX_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path is 108, NUL inclu
 FLAGS = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
          "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain"]
+# The first page and every new tab: about:blank. Chromium's new-tab page (chrome://new-tab-page-third-party, whose
+# links lead to the Web Store) is never shown to an agent or listed as a tab.
+START_PAGE = "about:blank"
 # Chromium enterprise policies, applied only to our browsers (bind-mounted over /etc/chromium/policies/managed in
 # their mount namespace, never written machine-wide). chromedriver needs none of the blocked schemes.
 BLOCKED_URLS = ["file://*", "filesystem:*", "chrome://*", "chrome-untrusted://*", "view-source:*", "devtools://*"]
@@ -45,7 +48,8 @@ def chromium_flags(window_size=(1280, 900), locale="en-US"):
 def policies(downloads):
     policy = {"URLBlocklist": BLOCKED_URLS, "URLAllowlist": ALLOWED_URLS, "ExtensionInstallBlocklist": ["*"], "BrowserSignin": 0,
               "SyncDisabled": True, "PasswordManagerEnabled": False, "PromptForDownloadLocation": False,
-              "AllowFileSelectionDialogs": False}
+              "AllowFileSelectionDialogs": False, "NewTabPageLocation": START_PAGE, "HomepageLocation": START_PAGE,
+              "HomepageIsNewTabPage": False, "RestoreOnStartup": 4, "RestoreOnStartupURLs": [START_PAGE]}
     if downloads:
         policy["DownloadDirectory"] = str(downloads)
     return policy
@@ -79,10 +83,10 @@ def ensure_user():
     return entry.pw_uid, entry.pw_gid
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def devtools_socket_of(directory):
+    """The DevTools Unix socket of the box at `directory` (one started with `devtools`): how the CDP relay and the
+    live view (app/live) reach its browser, on the host where it runs."""
+    return Path(directory) / "run" / "devtools.sock"
 
 
 class BrowserBox:
@@ -94,7 +98,10 @@ class BrowserBox:
     Inside: bubblewrap with its own mount, pid, IPC and network namespaces, as USER. It sees /usr, a few
     files of /etc, its own folders and nothing else of the machine; its network has only loopback. Forwarders
     over Unix sockets give it the egress proxy (`proxy`, "host:port", offered inside on 127.0.0.1 at the same
-    port) and give us its chromedriver (`driver_url`) and DevTools (`debugger_address`, with `devtools`).
+    port) and give us its chromedriver (`driver_socket`, as a URL: `driver_url`) and DevTools (`devtools_socket`,
+    as `debugger_address`, with `devtools`). Those two are Unix sockets in run/ (0700, the browsers' user's and
+    root's) and nothing else: no TCP port of the host leads into a browser, so no page, task or CDP caller of
+    another browser has anything to connect to (docs/browser-tenancy.md).
     `owner_pid`: the process whose death orphans the browser (tasks; the reaper then ends it); None for a kept
     session, which ends with the session. With `die_with_parent`, the kernel ends it with the starting thread."""
 
@@ -109,16 +116,25 @@ class BrowserBox:
         self.run, self.home, self.profile = self.directory / "run", self.directory / "home", self.directory / "profile"
         self.uploads = self.directory / "uploads"
         self.downloads = Path(downloads) if downloads else self.directory / "downloads"
-        self.driver_port = free_port()
-        self.devtools_port = free_port() if devtools else None
+
+    # How the service reaches the browser: these paths (or the same as URLs) are the only way in.
+    @property
+    def driver_socket(self):
+        return self.run / "driver.sock"
+
+    @property
+    def devtools_socket(self):
+        return devtools_socket_of(self.directory) if self.devtools else None
 
     @property
     def driver_url(self):
-        return f"http://127.0.0.1:{self.driver_port}"
+        """chromedriver's base URL, `http+unix://<socket>` (app/sandbox/unix_http.py speaks it)."""
+        return unix_url(self.driver_socket)
 
     @property
     def debugger_address(self):
-        return f"127.0.0.1:{self.devtools_port}" if self.devtools else None
+        """DevTools' address as kept sessions store it: `unix:<socket>` (a Grid's is a ws:// URL)."""
+        return f"unix:{self.devtools_socket}" if self.devtools else None
 
     def prepare(self):
         problem = missing_tools()
@@ -132,7 +148,7 @@ class BrowserBox:
         ids = ensure_user()
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o755)  # the service's; inside, only what is bound below is visible
-        (self.directory / MARKER).write_text(json.dumps({"owner_pid": self.owner_pid, "started": time.time()}))
+        write_marker(self.directory, self.owner_pid)
         etc = self.directory / "etc"
         (etc / "policies").mkdir(parents=True, exist_ok=True)
         (etc / "policies" / "remote-dispatch.json").write_text(json.dumps(policies(self.downloads)))
@@ -153,15 +169,15 @@ class BrowserBox:
         It leads nothing itself: start it with start_new_session so one killpg ends it all."""
         run = shlex.quote(str(self.run))
         keep = f"{SETPRIV} --pdeathsig KILL"  # an outer forwarder ends with the sandbox that it serves
+        # chromedriver and DevTools listen inside on loopback of the box's own network namespace; their forwarders
+        # end in run/ as Unix sockets, which the service connects to directly (no host TCP listener at all).
         # Every TCP end is `nodelay`: a forwarder relays what it reads as it comes, and with Nagle's algorithm a
         # request of several segments (page.js is 35 KB) waited for the peer's delayed ACK: 45 ms per page call.
-        outer = [f"{keep} {SOCAT} TCP-LISTEN:{self.driver_port},bind=127.0.0.1,reuseaddr,fork,nodelay "
-                 f"UNIX-CONNECT:{run}/driver.sock"]
-        inner = [f"{SOCAT} UNIX-LISTEN:{run}/driver.sock,unlink-early,fork TCP:127.0.0.1:{INNER_DRIVER_PORT},nodelay"]
+        outer = []
+        inner = [f"{SOCAT} UNIX-LISTEN:{run}/driver.sock,unlink-early,fork,mode=600 "
+                 f"TCP:127.0.0.1:{INNER_DRIVER_PORT},nodelay"]
         if self.devtools:
-            outer.append(f"{keep} {SOCAT} TCP-LISTEN:{self.devtools_port},bind=127.0.0.1,reuseaddr,fork,nodelay "
-                         f"UNIX-CONNECT:{run}/devtools.sock")
-            inner.append(f"{SOCAT} UNIX-LISTEN:{run}/devtools.sock,unlink-early,fork "
+            inner.append(f"{SOCAT} UNIX-LISTEN:{run}/devtools.sock,unlink-early,fork,mode=600 "
                          f"TCP:127.0.0.1:{INNER_DEVTOOLS_PORT},nodelay")
         if self.proxy:
             host, _, port = self.proxy.rpartition(":")
@@ -178,7 +194,7 @@ class BrowserBox:
         if os.geteuid() == 0:
             sandbox += [SETPRIV, f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--"]
         sandbox += ["/bin/sh", "-c", inner_script]
-        script = " & ".join(outer) + " & exec " + " ".join(shlex.quote(arg) for arg in sandbox)
+        script = "".join(f"{forwarder} & " for forwarder in outer) + "exec " + " ".join(shlex.quote(arg) for arg in sandbox)
         return ["/bin/sh", "-c", script, "rd-browser-sandbox"]
 
     def _bwrap(self):
@@ -228,6 +244,14 @@ class BrowserBox:
         return args
 
 
+def write_marker(directory, owner_pid):
+    """(Re)write a browser directory's marker: `owner_pid` is the process whose death orphans its browser (None:
+    no process; it ends with its kept session). Atomic: the reaper never reads half of it."""
+    part = Path(directory) / f"{MARKER}.{secrets.token_hex(4)}"
+    part.write_text(json.dumps({"owner_pid": owner_pid, "started": time.time()}))
+    part.replace(Path(directory) / MARKER)
+
+
 def stage_upload(uploads, path):
     """A copy of `path` a sandboxed browser can read (in its own `uploads` folder), for a file input."""
     folder = Path(uploads) / secrets.token_hex(8)
@@ -242,17 +266,9 @@ def stage_upload(uploads, path):
 
 
 def driver_ready(url):
-    """True once chromedriver answers /status through the forwarders (the outer socket accepts before it does).
+    """True once chromedriver answers /status through the forwarders (the socket accepts before it does).
     Only network errors mean "not yet": anything else (a task's time limit) goes up to the caller."""
-    import http.client
-    import urllib.request
-
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never an HTTP_PROXY
-    try:
-        with opener.open(url + "/status", timeout=2) as reply:
-            return bool(json.load(reply)["value"].get("ready"))
-    except (OSError, ValueError, KeyError, http.client.HTTPException):
-        return False
+    return driver_status(url)
 
 
 def unprivileged_chromedriver(chromedriver="/usr/bin/chromedriver"):
@@ -336,133 +352,3 @@ def collect_downloads(downloads, into):
         if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1 or not private_file(entry):
             entry.unlink(missing_ok=True)
     return into
-
-
-# --- /proc: finding, proving and ending our processes -------------------------------------------------------
-
-def processes():
-    """(pid, argv) of every process on this machine that can be read."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as source:
-                argv = source.read().split(b"\0")
-        except OSError:
-            continue
-        yield int(entry), [arg.decode(errors="replace") for arg in argv if arg]
-
-
-def alive(pid):
-    """True while `pid` runs (a zombie is dead for our purpose)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def group_alive(pgid):
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid and fields[0] != "Z":
-                    return True
-            except (OSError, IndexError, ValueError):
-                continue
-    return False
-
-
-def kill_group(pgid, grace=5):
-    """SIGTERM, then SIGKILL, the process group `pgid` (never ours nor init's)."""
-    if pgid <= 1 or pgid == os.getpgrp():
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if not group_alive(pgid):
-                return
-            time.sleep(0.05)
-
-
-def processes_under(root):
-    """{pid: browser directory} of every process whose command line names a directory directly under `root`
-    (chromedriver, Chromium, the sandbox and its forwarders all do)."""
-    real = os.path.realpath(root)
-    prefixes = {real + os.sep, os.path.abspath(root) + os.sep}
-    found = {}
-    for pid, argv in processes():
-        for arg in argv[1:]:
-            for prefix in prefixes:
-                at = arg.find(prefix)
-                if at >= 0:
-                    name = arg[at + len(prefix):].split(os.sep)[0].split(",")[0].split(" ")[0]
-                    if name:
-                        found[pid] = os.path.join(real, name)
-                        break
-            if pid in found:
-                break
-    return found
-
-
-def owner_of(directory):
-    """The owner pid in the directory's marker; False when there is no marker (not provably ours)."""
-    try:
-        with open(os.path.join(directory, MARKER)) as source:
-            return json.load(source).get("owner_pid")
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def end_processes(pids, directory=None):
-    """End these processes and their groups; then any process still naming `directory`."""
-    groups = set()
-    for pid in pids:
-        try:
-            groups.add(os.getpgid(pid))
-        except ProcessLookupError:
-            continue
-    for group in groups:
-        kill_group(group, grace=2)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def reap(root):
-    """Kill the browsers under `root` whose owner process is dead (a SIGKILLed or OOM-killed worker) and remove
-    their directories. Only directories with our marker and an owner pid qualify. Returns how many were reaped."""
-    found = processes_under(root)
-    by_dir = {}
-    for pid, directory in found.items():
-        by_dir.setdefault(directory, []).append(pid)
-    reaped = 0
-    for directory, pids in by_dir.items():
-        owner = owner_of(directory)
-        if not owner or alive(owner):
-            continue
-        end_processes(pids)
-        reaped += 1
-        log.warning("reaped the browser of dead process %s (%s)", owner, os.path.basename(directory))
-    if os.path.isdir(root):
-        live = set(processes_under(root).values())
-        for name in os.listdir(root):
-            directory = os.path.join(os.path.realpath(root), name)
-            owner = owner_of(directory)
-            if owner and directory not in live and not alive(owner):
-                shutil.rmtree(directory, ignore_errors=True)
-    return reaped

@@ -1,4 +1,4 @@
-"""Outbound HTTP through an egress Policy (app/egress.py): every connection goes to an address the policy
+"""Outbound HTTP through an egress Policy (app/egress/policy.py): every connection goes to an address the policy
 checked, for the host the URL names (TLS still verifies that name). Workers only: the web process checks
 URLs but sends nothing, and importing requests would cost it about 6 MiB."""
 import certifi
@@ -6,7 +6,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from .egress import MAX_REDIRECTS, EgressRefused, bracketed
+from .policy import MAX_REDIRECTS, EgressRefused, bracketed
 
 
 def fetch(policy, method, url, *, timeout, max_bytes=None, headers=None, data=None,

@@ -1,6 +1,6 @@
 """The proxy.py plugin that makes the browser's egress proxy connect only to addresses app.egress checked.
 
-Loaded by `python -m proxy --plugins app.egress_plugin.EgressPlugin` (see app/egress_proxy.py),
+Loaded by `python -m proxy --plugins app.egress.plugin.EgressPlugin` (see app/egress/proxy.py),
 with the policy's settings in RD_EGRESS_POLICY (JSON), the refusal log's path in RD_EGRESS_LOG and the
 running task's allowedDomains file in RD_EGRESS_FENCE.
 """
@@ -13,7 +13,7 @@ from dataclasses import replace
 from proxy.http.exception import HttpRequestRejected
 from proxy.http.proxy import HttpProxyBasePlugin
 
-from app.egress import HostPattern, Policy  # noqa: E402  (at start-up, not on the browser's first request)
+from app.egress.policy import HostPattern, OutsideFence, Policy  # noqa: E402  (at start-up, not on the browser's first request)
 
 # Read once, when proxy.py loads the plugin (before it listens; its acceptor inherits it).
 _POLICY = Policy.from_config(json.loads(os.environ.get("RD_EGRESS_POLICY") or "{}"))
@@ -83,7 +83,8 @@ class EgressPlugin(HttpProxyBasePlugin):
         try:
             addresses = _policy().check_host(host, port)
         except ValueError as exc:  # app.egress.EgressRefused (an UnsafeUrl, a ValueError)
-            self._refuse(request, host, port, str(exc))
+            # A fence refuses before any lookup: its refusal is the policy's even for a name that does not resolve.
+            self._refuse(request, host, port, str(exc), fenced=isinstance(exc, OutsideFence))
         self._checked = (host, port, addresses[0])
         if not request.is_https_tunnel:
             # proxy.py sends later requests on this client connection to the same upstream, whatever host
@@ -116,10 +117,10 @@ class EgressPlugin(HttpProxyBasePlugin):
             raise HttpRequestRejected(400, b"Bad Request", body=b"a proxy request names its host and port")
         return host, int(port)
 
-    def _refuse(self, request, host, port, reason):
+    def _refuse(self, request, host, port, reason, fenced=False):
         method = "CONNECT" if request.is_https_tunnel else _text(request.method)
         _record({"time": time.time(), "method": method, "host": host, "port": port, "reason": reason,
-                 "kind": "unresolved" if _unresolvable(host) else "policy"})
+                 "kind": "unresolved" if not fenced and _unresolvable(host) else "policy"})
         body = f"Refused by Remote Dispatch's egress policy: {reason}\n".encode()
         raise HttpRequestRejected(403, b"Forbidden", headers={b"Content-Type": b"text/plain; charset=utf-8"},
                                   body=body)

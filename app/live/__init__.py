@@ -1,0 +1,1 @@
+"""Live view and human takeover of a running browser (DESIGN.md §11)."""

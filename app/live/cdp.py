@@ -1,0 +1,131 @@
+"""The live view's own CDP connection to one browser: attach to a page, screencast it, dispatch input into it."""
+import json
+import socket
+import threading
+from urllib.parse import urlsplit
+
+import websocket
+
+CONNECT_TIMEOUT = 5
+CALL_TIMEOUT = 5
+HEAD_LIMIT = 64 * 1024
+
+
+class CdpUnavailable(Exception):
+    """The browser's DevTools endpoint cannot be reached (gone, or not on this host)."""
+
+
+def _unix_socket(path):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CONNECT_TIMEOUT)
+    try:
+        sock.connect(str(path))
+    except OSError as exc:
+        sock.close()
+        raise CdpUnavailable(f"the browser's DevTools socket does not answer ({exc.strerror or exc})") from None
+    return sock
+
+
+def _browser_path(path):
+    """The browser-level WebSocket path, read from /json/version over the Unix socket (Chromium accepts Host:
+    localhost only)."""
+    sock = _unix_socket(path)
+    try:
+        sock.sendall(b"GET /json/version HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        data = b""
+        while b"\r\n\r\n" not in data and len(data) < HEAD_LIMIT:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), None)
+        if length is None or length > HEAD_LIMIT:
+            raise CdpUnavailable("the browser's DevTools endpoint gave no version document")
+        while len(body) < length:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            body += chunk
+        return urlsplit(json.loads(body)["webSocketDebuggerUrl"]).path
+    except (OSError, ValueError, KeyError) as exc:
+        raise CdpUnavailable(f"the browser's DevTools endpoint did not answer ({exc})") from None
+    finally:
+        sock.close()
+
+
+class Cdp:
+    """A browser-level CDP connection (flattened sessions). `endpoint`: "unix:<path>" (a BrowserBox's DevTools
+    socket, app/live/state.py) or a ws:// URL (a Grid node's se:cdp). Events go to `on_event(method, params,
+    session)` on the reader thread; `call` waits for its reply, `send` does not."""
+
+    def __init__(self, endpoint, on_event):
+        self.on_event = on_event
+        self._lock = threading.Lock()
+        self._next = 0
+        self._waiting = {}
+        self.closed = threading.Event()
+        try:
+            if endpoint.startswith("unix:"):
+                path = endpoint[len("unix:"):]
+                self.ws = websocket.create_connection("ws://localhost" + _browser_path(path),
+                                                      socket=_unix_socket(path), timeout=CONNECT_TIMEOUT,
+                                                      suppress_origin=True)
+            else:
+                self.ws = websocket.create_connection(endpoint, timeout=CONNECT_TIMEOUT, suppress_origin=True)
+        except (OSError, websocket.WebSocketException) as exc:
+            raise CdpUnavailable(f"the browser's DevTools endpoint refused the connection ({exc})") from None
+        self.ws.settimeout(None)
+        self._reader = threading.Thread(target=self._read, name="live-cdp", daemon=True)
+        self._reader.start()
+
+    def send(self, method, params=None, session=None, waiter=None):
+        """Send one command (`waiter`: (event, dict) that its reply fills)."""
+        with self._lock:
+            self._next += 1
+            message = {"id": self._next, "method": method, "params": params or {}}
+            if session:
+                message["sessionId"] = session
+            if waiter:
+                self._waiting[self._next] = waiter
+            try:
+                self.ws.send(json.dumps(message))
+            except (OSError, websocket.WebSocketException):
+                self.closed.set()
+                raise CdpUnavailable("the browser is gone") from None
+
+    def call(self, method, params=None, session=None):
+        """The command's result, or CdpUnavailable (no answer, or an error reply)."""
+        event, box = threading.Event(), {}
+        self.send(method, params, session, waiter=(event, box))
+        if not event.wait(CALL_TIMEOUT) or not box:
+            raise CdpUnavailable(f"the browser did not answer {method}")
+        if "error" in box:
+            raise CdpUnavailable(f"{method}: {box['error'].get('message', 'refused')}")
+        return box.get("result") or {}
+
+    def _read(self):
+        try:
+            while True:
+                message = json.loads(self.ws.recv())
+                if "id" in message:
+                    waiter = self._waiting.pop(message["id"], None)
+                    if waiter:
+                        waiter[1].update(message)
+                        waiter[0].set()
+                elif "method" in message:
+                    self.on_event(message["method"], message.get("params") or {}, message.get("sessionId"))
+        except (OSError, ValueError, websocket.WebSocketException):
+            pass
+        finally:
+            self.closed.set()
+            for event, _box in list(self._waiting.values()):
+                event.set()
+
+    def close(self):
+        self.closed.set()
+        try:
+            self.ws.close()
+        except (OSError, websocket.WebSocketException):
+            pass

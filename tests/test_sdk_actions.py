@@ -1,0 +1,327 @@
+"""Every action of the official `narada` SDK, called as a user would, in a kept cloud session and in a window
+with our extension: what works answers as documented, what needs an outside account is a clear NaradaError."""
+import base64
+import io
+import shutil
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import requests
+from openpyxl import Workbook, load_workbook
+from pypdf import PdfReader
+
+from app.sandbox.box import browser_owned
+from tests.conftest import make_key
+from tests.extension_support import browser, module_key, window  # noqa: F401 (fixtures)
+from tests.test_extension_ui import side_panel  # noqa: F401 (fixture)
+from tests.page_server import PageServer
+from tests.sdk_support import LiveService, run_sdk
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+# A target for the mouse: each event it gets is logged in #log; the page scrolls.
+MOUSE = """<html><head><title>Mouse</title></head><body style="margin:0">
+<h1 style="position:absolute;left:300px;top:0">Quarterly invoice 4711</h1>
+<button id="b" style="position:absolute;left:0;top:0;width:200px;height:100px" onclick="log('click')"
+  oncontextmenu="event.preventDefault(); log('right')" ondblclick="log('double')">Target</button>
+<input id="t" style="position:absolute;left:0;top:150px;width:200px;height:40px" value="old">
+<p id="log" style="position:absolute;left:0;top:250px"></p>
+<div style="height:4000px"></div>
+<script>function log(s) { document.getElementById('log').textContent += s + ' '; }</script>
+</body></html>"""
+
+# The actions every environment runs the same way; `agent`, `env`, `out` and `workbook` are the script's.
+COMMON = '''
+import base64
+from narada_core.errors import NaradaError
+from narada.vector_stores import VectorStoreCatalog
+from narada.google_drive import GoogleDriveClient
+js = agent.execute_javascript_on_page
+
+async def error_of(call):
+    try:
+        await call
+        return None
+    except Exception as exc:
+        return [type(exc).__name__, str(exc)]
+
+await agent.go_to_url(url=MOUSE_URL)
+await agent.agentic_selector(action={"type": "click"}, selectors={"id": "b"}, fallback_operator_query="target")
+await agent.agentic_selector(action={"type": "right_click"}, selectors={"id": "b"}, fallback_operator_query="t")
+await agent.agentic_selector(action={"type": "double_click"}, selectors={"text_content": "Target"},
+                             fallback_operator_query="target")
+await agent.agentic_selector(action={"type": "hover"}, selectors={"id": "b"}, fallback_operator_query="target")
+out["selector_log"] = await js(code="document.getElementById('log').textContent")
+await js(code="document.getElementById('log').textContent = ''")
+size = await js(code="[innerWidth, innerHeight]")
+click = {"x": 100, "y": 50, "viewport": {"width": size[0], "height": size[1]}}
+scaled = {"x": 200, "y": 100, "viewport": {"width": size[0] * 2, "height": size[1] * 2}}  # the same point
+out["mouse"] = [
+    await agent.agentic_mouse_action(action={"type": "click"}, recorded_click=click, fallback_operator_query="b"),
+    await agent.agentic_mouse_action(action={"type": "right_click"}, recorded_click=scaled,
+                                     fallback_operator_query="b", resize_window=True),
+    await agent.agentic_mouse_action(action={"type": "double_click"}, recorded_click=click,
+                                     fallback_operator_query="b", resize_window=False,
+                                     verification_description="the button was double clicked"),
+]
+await agent.agentic_mouse_action(action={"type": "fill", "text": "typed"},
+                                 recorded_click={"x": 100, "y": 170, "viewport": click["viewport"]},
+                                 fallback_operator_query="the input")
+await agent.agentic_mouse_action(action={"type": "scroll", "horizontal": 0, "vertical": 600},
+                                 recorded_click=click, fallback_operator_query="the page")
+out["mouse_log"] = await js(code="document.getElementById('log').textContent")
+out["filled"] = await js(code="document.getElementById('t').value")
+out["scrolled"] = await js(code="scrollY")
+out["outside"] = await error_of(agent.agentic_mouse_action(
+    action={"type": "click"}, recorded_click={"x": 99999, "y": 5, "viewport": click["viewport"]},
+    fallback_operator_query="far away", resize_window=False))
+await js(code="scrollTo(0, 0)")
+pdf = await agent.save_pdf_file()
+out["pdf"] = [pdf.base64_content, pdf.name, pdf.mime_type, bool(pdf.timestamp)]
+await agent.go_to_url(url=PDF_URL)  # a tab showing a PDF: its own bytes come back
+shown = await agent.save_pdf_file()
+out["shown_pdf"] = [shown.name, shown.base64_content]
+await agent.go_to_url(url=MOUSE_URL)
+out["unmatched"] = await error_of(agent.agentic_selector(action={"type": "click"}, selectors={"id": "nowhere"},
+                                                         fallback_operator_query="the missing button"))
+out["finder"] = await error_of(agent.agentic_matching_selectors_finder(prompt="every button"))
+out["excel_before"] = (await agent.read_excel_sheet(workbook_url=WORKBOOK, range="Prices!A1:B3",
+                                                    microsoft_account_email="ada@example.com")).values
+await agent.write_excel_sheet(workbook_url="http://files.example/x/" + WORKBOOK, range="Prices!C1:C2",
+                              microsoft_account_email="ada@example.com", values=[["note"], ["cheap"]])
+out["excel_after"] = (await agent.read_excel_sheet(workbook_url=WORKBOOK, range="Prices!A1:C2",
+                                                   microsoft_account_email="ada@example.com")).values
+out["excel_missing"] = await error_of(agent.read_excel_sheet(workbook_url="file_nope", range="A1:B2",
+                                                             microsoft_account_email="ada@example.com"))
+out["google"] = [
+    await error_of(agent.read_google_sheet(spreadsheet_id="s", range="A1:B2")),
+    await error_of(agent.write_google_sheet(spreadsheet_id="s", range="A1", values=[["x"]])),
+    await error_of(agent.append_google_sheet_row(spreadsheet_id="s", header_range="A1:B1", row={"a": 1})),
+]
+auth = {"x-api-key": os.environ["NARADA_API_KEY"]}
+stores = VectorStoreCatalog(base_url=os.environ["NARADA_API_BASE_URL"], auth_headers=auth)
+drive = GoogleDriveClient(base_url=os.environ["NARADA_API_BASE_URL"], auth_headers=auth)
+out["vector_stores"] = [await error_of(stores.list()), await stores.get(id="vs_1"),
+                        await stores.get(path="/ada@example.com/notes")]
+out["drive"] = [await error_of(drive.list_files(folder="abc")), await error_of(drive.download_file(file="abc"))]
+if IN_SESSION:  # the questions wait in the input-required flow: answered here as a person would, over the API
+    import aiohttp
+    base, headers = os.environ["NARADA_API_BASE_URL"], {"x-api-key": os.environ["NARADA_API_KEY"]}
+    out["asked"] = []
+
+    async def answer(reply):
+        async with aiohttp.ClientSession() as http:
+            while True:
+                async with http.get(f"{base}/remote-dispatch/responses?status=input-required",
+                                    headers=headers) as listed:
+                    waiting = (await listed.json())["responses"]
+                if waiting:
+                    break
+                await asyncio.sleep(0.2)
+            metadata = waiting[0]["hitlInputMetadata"]
+            out["asked"].append(metadata["action"]["prompt_message"])
+            async with http.post(f"{base}/remote-dispatch/responses/{waiting[0]['requestId']}/input", headers=headers,
+                                 json={"inputId": metadata["inputId"], "answer": reply}) as answered:
+                answered.raise_for_status()
+
+    async def asked(call, reply):
+        return (await asyncio.gather(call, answer(reply)))[0]
+
+    approved = await asked(agent.user_approval(prompt_message="Send it?", approve_label="Send", reject_label="No"),
+                           "Send")
+    values = await asked(agent.prompt_for_user_input(prompt_message="How many?", variables=[
+        {"name": "n", "type": "number", "required": True}]), "3")
+    file = await asked(agent.prompt_for_user_file(variable_name="prices", prompt_message="Which workbook?"), WORKBOOK)
+    out["hitl"] = [approved, values, file["filename"], file["source"], base64.b64decode(file["base64"])[:2].decode()]
+out["reset"] = await error_of(agent.reset_agent_state())
+'''
+
+
+@pytest.fixture(scope="module")
+def service(app):
+    live = LiveService(env={"WINDOW_OFFLINE_SECONDS": "60"})
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def web(service):
+    """The extension's configured service URL is the live service's gunicorn."""
+    return service.web
+
+
+def tiny_pdf(text):
+    """A one-page PDF showing `text` (Helvetica), written out by hand."""
+    stream = f"BT /F1 12 Tf 10 50 Td ({text}) Tj ET"
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 100] /Contents 4 0 R "
+               "/Resources << /Font << /F1 5 0 R >> >> >>",
+               f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
+    table = "".join(f"{offset:010d} 00000 n \n" for offset in offsets)
+    return out + (f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n{table}trailer\n"
+                  f"<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{len(out)}\n%%EOF\n").encode()
+
+
+INVOICE_PDF = tiny_pdf("Invoice 4711 as a PDF")
+
+
+class PdfHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/pdf")
+        self.send_header("Content-Length", str(len(INVOICE_PDF)))
+        self.end_headers()
+        self.wfile.write(INVOICE_PDF)
+
+
+@pytest.fixture(scope="module")
+def pages():
+    server = PageServer({"/mouse": MOUSE})
+    pdf = ThreadingHTTPServer(("127.0.0.1", 0), PdfHandler)
+    threading.Thread(target=pdf.serve_forever, daemon=True).start()
+    server.pdf_url = f"http://127.0.0.1:{pdf.server_address[1]}/files/invoice-4711.pdf"
+    yield server
+    pdf.shutdown()
+    pdf.server_close()
+    server.close()
+
+
+def upload_workbook(service, key):
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "Prices"
+    for row in (["item", "price"], ["tea", 3], ["cake", 4.5]):
+        sheet.append(row)
+    data = io.BytesIO()
+    book.save(data)
+    reply = requests.post(f"{service.api_base}/files", headers={"x-api-key": key}, timeout=30, files={
+        "file": ("prices.xlsx", data.getvalue(), "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")})
+    assert reply.status_code == 201, reply.text
+    return reply.json()["key"]
+
+
+def script(environment, pages, workbook, in_session=False):
+    return (f"MOUSE_URL, WORKBOOK, IN_SESSION = {pages.url('/mouse')!r}, {workbook!r}, {in_session}\n"
+            f"PDF_URL = {pages.pdf_url!r}\nout = {{}}\n"
+            f"{environment}\n"
+            f"agent = Agent(environment=env)\ntry:\n"
+            + "\n".join("    " + line for line in COMMON.strip("\n").splitlines())
+            + "\nfinally:\n    await env.close()\nemit(**out)")
+
+
+def assert_common(value, workbook_bytes):
+    assert value["selector_log"].split() == ["click", "right", "click", "click", "double"]
+    assert value["mouse"] == [None, None, None]  # the verification asked for: no status (no model checks it)
+    assert value["mouse_log"].split() == ["click", "right", "click", "click", "double"]
+    assert value["filled"] == "typed" and value["scrolled"] > 0
+    assert value["outside"][0] == "NaradaError" and "outside the" in value["outside"][1]
+    content, name, mime, stamped = value["pdf"]
+    pdf = base64.b64decode(content)
+    assert pdf[:5] == b"%PDF-" and name.endswith(".pdf") and mime == "application/pdf" and stamped
+    assert "Quarterly invoice 4711" in "".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf)).pages)
+    assert value["shown_pdf"][0] == "invoice-4711.pdf" and base64.b64decode(value["shown_pdf"][1]) == INVOICE_PDF
+    for error in (value["unmatched"], value["finder"]):
+        assert error[0] == "NaradaError" and "LLM_BASE_URL" in error[1], error
+    assert "No element matches the selectors" in value["unmatched"][1] and "the missing button" in value["unmatched"][1]
+    assert value["excel_before"] == [["item", "price"], ["tea", "3"], ["cake", "4.5"]]
+    assert value["excel_after"] == [["item", "price", "note"], ["tea", "3", "cheap"]]
+    assert value["excel_missing"][0] == "NaradaError" and "uploaded with this API key" in value["excel_missing"][1]
+    sheet = load_workbook(io.BytesIO(workbook_bytes))["Prices"]  # the stored upload itself changed
+    assert [c.value for c in sheet["C"]][:2] == ["note", "cheap"] and sheet["B2"].value == 3
+    for error in value["google"]:
+        assert error[0] == "NaradaError" and "Google Sheets are not available here" in error[1], error
+    listed, by_id, by_path = value["vector_stores"]
+    assert "404" in listed[1] and "no Agent Studio vector stores" in listed[1] and by_id is None and by_path is None
+    for error in value["drive"]:
+        assert "404" in error[1] and "Google Drive is not reachable" in error[1], error
+
+
+def stored_bytes(key):
+    from app.extensions import db
+    from app.models import StoredFile
+
+    db.session.rollback()
+    return db.session.get(StoredFile, key, populate_existing=True).data
+
+
+def test_every_action_in_a_kept_cloud_session(service, pages):
+    key = make_key("sdk-cloud", plan="pro")  # CloudBrowserEnvironment connects over CDP: a pro key
+    workbook = upload_workbook(service, key)
+    result = run_sdk(service, key, script('''
+from narada import Agent, BrowserConfig, CloudBrowserEnvironment
+env = CloudBrowserEnvironment(config=BrowserConfig(interactive=False), session_name="every action")
+await env.start()''', pages, workbook, in_session=True))
+    if not result.values:
+        print(service.logs())
+    value = result.value
+    assert_common(value, stored_bytes(workbook))
+    # No side panel in a cloud session: each question waited in the input-required flow until answered there.
+    assert value["hitl"] == [True, {"n": 3}, "prices.xlsx", "inMemoryFile", "PK"]
+    assert value["asked"] == ["Send it? (answer 'Send' or 'No')", "How many? (n)",
+                              "Which workbook? (answer with the key of a file you uploaded with POST /fast/v2/files)"]
+    # The SDK resets the agent through the Narada side panel, which a cloud session's browser does not have.
+    assert "side panel" in value["reset"][1]
+
+
+def test_every_action_in_a_window_with_the_extension(service, browser, window, module_key, pages):
+    workbook = upload_workbook(service, module_key)
+    result = run_sdk(service, module_key, script(f'''
+from narada import Agent, RemoteBrowserEnvironment
+env = RemoteBrowserEnvironment(browser_window_id={window!r})''', pages, workbook).replace(
+        "finally:\n    await env.close()", "finally:\n    pass"))
+    if not result.values:
+        print(service.logs())
+    value = result.value
+    assert_common(value, stored_bytes(workbook))
+    assert value["reset"][0] == "ValueError" and "does not support agent state reset" in value["reset"][1]
+
+
+def test_a_file_asked_for_in_the_side_panel_reaches_the_sdk(service, browser, window, side_panel, module_key):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    folder = tempfile.mkdtemp(prefix="rd-sdk-upload-")
+    invoice = Path(folder) / "invoice.txt"
+    invoice.write_text("Invoice 4711: 12.50 EUR\n")
+    browser_owned(folder)  # the browser runs as its own user and reads the chosen file
+    results = {}
+
+    def ask():
+        results["sdk"] = run_sdk(service, module_key, f'''
+            from narada import Agent, RemoteBrowserEnvironment
+            agent = Agent(environment=RemoteBrowserEnvironment(browser_window_id={window!r}))
+            file = await agent.prompt_for_user_file(variable_name="invoice", prompt_message="Which invoice?")
+            approved = await agent.user_approval(prompt_message="Pay it?", approve_label="Pay", reject_label="No")
+            emit(file=file, approved=approved)
+        ''')
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    driver = browser.driver
+    driver.switch_to.window(side_panel)
+    try:
+        chooser = WebDriverWait(driver, 60).until(
+            EC.presence_of_element_located((By.CSS_SELECTOR, ".question input[type=file]")))
+        assert "Which invoice?" in driver.find_element(By.CSS_SELECTOR, ".question").text
+        chooser.send_keys(str(invoice))
+        driver.find_element(By.CSS_SELECTOR, ".question .submit").click()
+        WebDriverWait(driver, 60).until(EC.element_to_be_clickable((By.CSS_SELECTOR, ".question .approve"))).click()
+    finally:
+        thread.join(120)
+        shutil.rmtree(folder, ignore_errors=True)
+    value = results["sdk"].value
+    assert value["approved"] is True
+    assert value["file"]["filename"] == "invoice.txt" and value["file"]["source"] == "inMemoryFile"
+    assert base64.b64decode(value["file"]["base64"]) == b"Invoice 4711: 12.50 EUR\n"

@@ -1,0 +1,113 @@
+"""A person in a browser run (live view, app/live): the agent pauses between steps while one has control, and can
+ask for one (`input-required`) at a login, a 2FA code or a captcha it cannot pass. No model call while paused."""
+import logging
+import time
+
+from app import lifecycle
+from app.live import service as live, state as live_state
+
+from .actions import Stopped
+from .loop import BudgetExceeded, _ts
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.2  # how often a paused run re-reads its row for the hand-back
+
+
+class NobodyCame(BudgetExceeded):
+    """The task's time ran out while a person had control, or before one came."""
+
+
+class PersonControl:
+    """One run's side of the takeover. `flags()` reads the row fresh: (cancel requested, takeover, status);
+    `seen` holds the latest read (the runner's should_stop reads it between actions anyway); `halted()`: the lease
+    is lost or the worker stops."""
+
+    def __init__(self, task, owner, config, flags, seen, halted=lambda: False):
+        self.task, self.owner = task, owner
+        self.var_dir = config["VAR_DIR"]
+        self.flags, self.seen, self.halted = flags, seen, halted
+        self.published = {}
+        self.pending = []  # trace entries of a finished takeover, for the loop to add
+
+    # --- what viewers read ---------------------------------------------------------------------------------
+    def publish(self, **fields):
+        """The live file viewers follow (app/live/state.py), written only when something changed."""
+        if all(self.published.get(name) == value for name, value in fields.items()):
+            return
+        self.published.update(fields)
+        try:
+            live_state.publish(self.var_dir, self.task.id, **fields)
+        except OSError:  # a viewer's picture is a courtesy: the run goes on
+            log.warning("task %s: live state not written", self.task.id, exc_info=True)
+
+    def close(self):
+        live_state.remove(self.var_dir, self.task.id)
+
+    # --- pausing -------------------------------------------------------------------------------------------
+    def between_steps(self, deadline, here):
+        """Called before each model turn: while a person holds control, wait (no model call, the lease renews);
+        a takeover that ended (now or earlier) becomes trace entries (`here()`: the page's URL for them). Returns those
+        entries, or []."""
+        takeover = self.seen.get("takeover")
+        if takeover and takeover.get("active"):
+            takeover = self._wait(deadline, lambda flags: not (flags[1] or {}).get("active"))
+        self._ended(takeover, here)
+        entries, self.pending = self.pending, []
+        return entries
+
+    def ask(self, reason, deadline, here):
+        """The agent asks for a person: `input-required` with the live URL until a hand-back answers it."""
+        link = live.person_url(self.task)
+        question = (f"A person is needed: {reason} Open liveUrl, take control, do what is needed, then hand "
+                    "back control.")
+        hitl = {"type": "takeover", "reason": reason, "liveUrl": link["liveUrl"], "expiresAt": link["expiresAt"],
+                "question": question}
+        if not lifecycle.await_person(self.task.id, self.owner, question, hitl):
+            raise Stopped()
+        self.publish(waiting=reason)
+        try:
+            takeover = self._wait(deadline, lambda flags: flags[2] != "input-required"
+                                  and not (flags[1] or {}).get("active"))
+        finally:
+            self.publish(waiting=None)
+        self._ended(takeover, here)
+
+    def _ended(self, takeover, here):
+        """A handed-back takeover: its trace entries wait for the loop, and the row forgets it."""
+        if takeover and takeover.get("until"):
+            self.pending += self._entries(takeover, here())
+            live.clear_takeover(self.task.id, self.owner)
+            self.seen["takeover"] = None
+
+    def _wait(self, deadline, over):
+        """Sleep until `over(flags)`; the takeover as it ended. Cancel or time up end the wait."""
+        self.publish(paused=True)
+        try:
+            while True:
+                flags = self.flags()
+                self.seen["takeover"] = flags[1]
+                if self.halted() or flags[0] or flags[2] not in ("pending", "input-required"):
+                    raise Stopped()
+                if over(flags):
+                    return flags[1]
+                if time.monotonic() > deadline:
+                    raise NobodyCame("Time limit reached while waiting for a person to hand control back "
+                                     "(the task's time limit keeps running while a person has control).")
+                time.sleep(POLL_SECONDS)
+        finally:
+            self.publish(paused=False)
+
+    def _entries(self, takeover, url):
+        """The takeover's actionTrace entries: who had control, when and how long, then what they did."""
+        since, until = int(takeover.get("since") or 0), int(takeover["until"])
+        by = takeover.get("by") or "a person"
+        events = takeover.get("events") or []
+        entries = [{"url": url, "action": f"{by} had control of the browser ({(until - since) / 1000:g} s)",
+                    "takeover": {"by": by, "events": len(events)}, "startTs": _ts(since), "endTs": _ts(until),
+                    "durationMs": until - since}]
+        for event in events:
+            times = event.get("times", 1)
+            entries.append({"url": url, "action": f"{by}: {event['action']}" + (f" ({times}×)" if times > 1 else ""),
+                            "by": by, "startTs": _ts(event["ts"]), "endTs": _ts(event.get("lastTs", event["ts"])),
+                            "durationMs": event.get("lastTs", event["ts"]) - event["ts"]})
+        return entries

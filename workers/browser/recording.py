@@ -1,0 +1,114 @@
+"""A run's recording in a Selenium browser: rrweb added to every document of the tab, its events drained between actions."""
+import json
+import logging
+import os
+import secrets
+import time
+from functools import lru_cache
+
+from selenium.common.exceptions import WebDriverException
+
+log = logging.getLogger(__name__)
+BOOTSTRAP = os.path.join(os.path.dirname(__file__), "recording.js")
+MAX_PAGE_EVENTS = 200_000  # events one page holds undrained before it stops recording
+
+
+@lru_cache(maxsize=4)
+def _sources(rrweb_dir):
+    with open(os.path.join(rrweb_dir, "rrweb-record.min.js"), encoding="utf-8") as rrweb, \
+            open(BOOTSTRAP, encoding="utf-8") as bootstrap:
+        return rrweb.read(), bootstrap.read()
+
+
+def available(config):
+    """Why recordings cannot be made here, or None (they can)."""
+    if not config.get("RECORDINGS", True):
+        return "RECORDINGS is off"
+    if not os.path.isfile(os.path.join(config["RRWEB_DIR"], "rrweb-record.min.js")):
+        return f"rrweb is not installed in {config['RRWEB_DIR']} (run `make rrweb`)"
+    return None
+
+
+class Recording:
+    """rrweb events of one run. The recorder's name is random per run, so a page cannot guess it before it
+    exists; whatever a page sends back is still checked (JSON, a list of events, within `max_bytes`)."""
+
+    def __init__(self, browser, config, seconds):
+        self.driver = browser.driver
+        self.max_bytes = int(config.get("RECORDING_MAX_BYTES", 50 * 1024 * 1024))
+        rrweb, bootstrap = _sources(config["RRWEB_DIR"])
+        self.name, key = f"__rd{secrets.token_hex(8)}", f"rd-recording-{secrets.token_hex(8)}"
+        self.started_ms = int(time.time() * 1000)
+        until = self.started_ms + int(seconds * 1000)
+        # The UMD bundle sees a local `module`, so rrweb never becomes a global of the page.
+        self.source = (f"(function () {{ var module = {{exports: {{}}}}, exports = module.exports, define;\n{rrweb}\n;"
+                       f"({bootstrap})(module.exports, {json.dumps(self.name)}, {json.dumps(key)}, {until}, "
+                       f"{MAX_PAGE_EVENTS}); }})();")
+        self.drain_script = f"var r = window[{json.dumps(self.name)}]; return r ? r.drain(arguments[0]) : null;"
+        self.events, self.size, self.full, self.scripts = [], 0, False, {}  # window handle → CDP script id
+
+    def pull(self, mark=None):
+        """Take the page's new events (first adding the recorder to a tab or document that has none); `mark`
+        ({step, action}) becomes a step marker at this moment. A failure costs the recording an event, never the run."""
+        if self.full:
+            return
+        try:
+            out = self.driver.execute_script(self.drain_script, mark)
+            if out is None:
+                self._instrument()
+                out = self.driver.execute_script(self.drain_script, mark)
+        except WebDriverException as exc:
+            log.info("recording: could not read the page's events: %s", str(exc).splitlines()[0] if str(exc) else exc)
+            return
+        self._add(out)
+
+    def _instrument(self):
+        """This tab's next documents get the recorder (CDP, per tab; once), and its current document gets it now."""
+        handle = self.driver.current_window_handle
+        if handle not in self.scripts:
+            added = self.driver.execute("executeCdpCommand", {"cmd": "Page.addScriptToEvaluateOnNewDocument",
+                                                              "params": {"source": self.source}})
+            self.scripts[handle] = (added.get("value") or {}).get("identifier")
+        self.driver.execute_script(self.source)
+
+    def _add(self, out):
+        if not isinstance(out, str) or not out:
+            return
+        self.size += len(out)
+        if self.size > self.max_bytes:
+            self.full = True
+            log.warning("recording: larger than RECORDING_MAX_BYTES; the rest of the run is not recorded")
+            return
+        try:
+            events = json.loads(out)
+        except ValueError:
+            return
+        if isinstance(events, list):
+            # Events kept in a site's sessionStorage by an earlier run (a kept session) are not this run's.
+            self.events.extend(e for e in events if isinstance(e, dict) and isinstance(e.get("timestamp"), (int, float))
+                               and isinstance(e.get("type"), int) and e["timestamp"] >= self.started_ms - 1000)
+
+    def finish(self):
+        """The last events; then the recorder stops and leaves every tab it was added to (a kept session's browser
+        outlives the run), and the agent's tab is current again. Returns the run's events."""
+        self.pull()
+        try:
+            current = self.driver.current_window_handle
+        except WebDriverException:
+            return self.events  # the browser is gone: so are its recorders
+        stop = f"var r = window[{json.dumps(self.name)}]; if (r) r.stop();"
+        for handle, identifier in sorted(self.scripts.items(), key=lambda item: item[0] == current):
+            try:
+                if handle != current:
+                    self.driver.switch_to.window(handle)
+                self.driver.execute_script(stop)
+                if identifier:
+                    self.driver.execute("executeCdpCommand", {"cmd": "Page.removeScriptToEvaluateOnNewDocument",
+                                                              "params": {"identifier": identifier}})
+            except WebDriverException:
+                pass  # that tab was closed: its recorder with it
+        try:
+            self.driver.switch_to.window(current)
+        except WebDriverException:
+            pass
+        return self.events
