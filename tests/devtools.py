@@ -1,6 +1,5 @@
 """A raw DevTools connection to a box's own endpoint (its Unix socket: below the relay), for tests and benchmarks."""
 import json
-import socket
 
 import websocket
 
@@ -15,7 +14,5 @@ def devtools_websocket(debugger_address, path=None, timeout=20):
     """A WebSocket to `path` (default: the browser endpoint) of the DevTools whose address is `unix:<socket>`."""
     if path is None:
         path = "/devtools/" + devtools_json(debugger_address)["webSocketDebuggerUrl"].split("/devtools/", 1)[1]
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    sock.connect(unix_http.socket_path(debugger_address))
+    sock = unix_http.open_socket(unix_http.socket_path(debugger_address), timeout)
     return websocket.create_connection(f"ws://localhost{path}", socket=sock, timeout=timeout, suppress_origin=True)

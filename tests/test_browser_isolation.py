@@ -179,6 +179,27 @@ def test_a_kept_sessions_browser_holds_against_hostile_cdp(site):
     assert not [pid for pid, directory in sandbox_processes.processes_under(root.parent).items() if directory == str(root)]
 
 
+def test_a_kept_session_starts_and_serves_cdp_where_var_dir_is_deeper_than_a_socket_address(site):
+    """A checkout in a deep folder (CI's): the box's sockets lie past sun_path's 108 bytes, and still all works."""
+    pages, _, _, config = site
+    deep = os.path.join(config["VAR_DIR"], *["a-folder-as-deep-as-a-ci-checkout"] * 3)
+    config = {**config, "VAR_DIR": deep}
+    session_id = "cbs_deep" + os.urandom(4).hex()
+    launched = browsers.launch(config, session_id)
+    root = browsers.session_dir(config, session_id)
+    cdp = None
+    try:
+        assert len(os.fsencode(launched.debugger_address)) > 108
+        cdp = Cdp(launched.debugger_address)
+        assert cdp.evaluate(cdp.page(pages.url("/home")), "document.title") == "Home"  # through its proxy
+    finally:
+        if cdp is not None:
+            cdp.close()
+        browsers.terminate(launched.webdriver_url, launched.webdriver_session, launched.host, launched.pid,
+                           launched.profile_dir, egress=browsers.egress_dir(config, session_id))
+    assert not [pid for pid, directory in sandbox_processes.processes_under(root.parent).items() if directory == str(root)]
+
+
 def test_browsers_of_a_sigkilled_worker_are_gone_within_beats_sweep(client, api_key, site):
     pages = site[0]
     var_dir = os.environ["VAR_DIR"]

@@ -1,10 +1,11 @@
 """The live view's own CDP connection to one browser: attach to a page, screencast it, dispatch input into it."""
 import json
-import socket
 import threading
 from urllib.parse import urlsplit
 
 import websocket
+
+from ..sandbox import unix_http
 
 CONNECT_TIMEOUT = 5
 CALL_TIMEOUT = 5
@@ -16,14 +17,10 @@ class CdpUnavailable(Exception):
 
 
 def _unix_socket(path):
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(CONNECT_TIMEOUT)
     try:
-        sock.connect(str(path))
+        return unix_http.open_socket(path, CONNECT_TIMEOUT)
     except OSError as exc:
-        sock.close()
         raise CdpUnavailable(f"the browser's DevTools socket does not answer ({exc.strerror or exc})") from None
-    return sock
 
 
 def _browser_path(path):

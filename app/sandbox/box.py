@@ -22,7 +22,9 @@ MARKER = "rd-browser.json"  # in each browser directory: proves the processes na
 INNER_DRIVER_PORT = 9515  # chromedriver and DevTools inside the browser's own network namespace
 INNER_DEVTOOLS_PORT = 9222
 BWRAP, SOCAT, SETPRIV = "/usr/bin/bwrap", "/usr/bin/socat", "/usr/bin/setpriv"
-UNIX_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path is 108, NUL included)
+# run/ as the sandbox sees it besides its own path: its forwarders listen there, so a socket's address never
+# outgrows sun_path (108 bytes) however deep VAR_DIR lies; the service connects by the long path (unix_http.connect).
+INNER_RUN = "/run/rd"
 FLAGS = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
          "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain"]
@@ -142,9 +144,6 @@ class BrowserBox:
             raise HostUnavailable(problem)
         if any(char in str(path) for path in (self.directory, self.downloads) for char in ",:!\"'\\"):
             raise HostUnavailable(f"browser directories must not contain , : ! quotes or backslashes: {self.directory}")
-        if len(str(self.run / "devtools.sock").encode()) > UNIX_PATH_MAX:  # the kernel's sun_path limit
-            raise HostUnavailable(f"the browser's socket folder {self.run} is too long for a Unix socket path "
-                                  f"({UNIX_PATH_MAX} bytes): use a shorter VAR_DIR")
         ids = ensure_user()
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o755)  # the service's; inside, only what is bound below is visible
@@ -167,7 +166,7 @@ class BrowserBox:
     def command(self, argv):
         """The argv that runs `argv` (chromedriver and its flags) inside the sandbox, with the forwarders around it.
         It leads nothing itself: start it with start_new_session so one killpg ends it all."""
-        run = shlex.quote(str(self.run))
+        run = INNER_RUN
         keep = f"{SETPRIV} --pdeathsig KILL"  # an outer forwarder ends with the sandbox that it serves
         # chromedriver and DevTools listen inside on loopback of the box's own network namespace; their forwarders
         # end in run/ as Unix sockets, which the service connects to directly (no host TCP listener at all).
@@ -182,11 +181,12 @@ class BrowserBox:
         if self.proxy:
             host, _, port = self.proxy.rpartition(":")
             owner = f",user={USER}" if os.geteuid() == 0 else ""
-            outer.append(f"{keep} {SOCAT} UNIX-LISTEN:{run}/proxy.sock,unlink-early,fork,mode=600{owner} "
-                         f"TCP:{host.strip('[]')}:{port},nodelay")
+            # Outside, it listens by a name relative to run/ (its working folder): the same path-length rule.
+            outer.append(f"(cd {shlex.quote(str(self.run))} && exec {keep} {SOCAT} UNIX-LISTEN:proxy.sock,unlink-early,"
+                         f"fork,mode=600{owner} TCP:{host.strip('[]')}:{port},nodelay)")
             inner.append(f"{SOCAT} TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay UNIX-CONNECT:{run}/proxy.sock")
         env = {"PATH": "/usr/bin:/bin", "HOME": str(self.home), "LANG": "C.UTF-8",
-               "CHROME_LOG_FILE": str(self.run / "chrome_debug.log")}
+               "CHROME_LOG_FILE": f"{INNER_RUN}/chrome_debug.log"}
         if self.time_zone:
             env["TZ"] = self.time_zone  # the whole browser, every tab, workers included
         inner_script = " & ".join(inner) + " & exec " + " ".join(shlex.quote(arg) for arg in argv)
@@ -227,6 +227,7 @@ class BrowserBox:
         made.add(str(self.directory))
         for path in (self.run, self.home, self.profile):
             args += ["--bind", str(path), str(path)]
+        args += self._dirs(os.path.dirname(INNER_RUN), made) + ["--bind", str(self.run), INNER_RUN]
         args += ["--ro-bind", str(self.uploads), str(self.uploads)]
         args += self._dirs(str(self.downloads.parent), made) + ["--bind", str(self.downloads), str(self.downloads)]
         return args + ["--chdir", str(self.home)]

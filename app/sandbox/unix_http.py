@@ -2,10 +2,12 @@
 import base64
 import http.client
 import json
+import os
 import socket
 from urllib.parse import quote, unquote, urlsplit
 
 SCHEME = "http+unix"
+UNIX_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path is 108, NUL included)
 
 
 def unix_url(path):
@@ -22,6 +24,33 @@ def socket_path(url):
     return None
 
 
+def connect(sock, path):
+    """`sock.connect(path)` for a socket path of any length. A box's folder lies under VAR_DIR, which can be deeper
+    than a Unix socket's address holds: a longer path is reached through a descriptor of its folder
+    (/proc/self/fd/N/<name>), open only while connecting."""
+    path = os.fspath(path)
+    if len(os.fsencode(path)) <= UNIX_PATH_MAX:
+        sock.connect(path)
+        return
+    folder = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        sock.connect(f"/proc/self/fd/{folder}/{os.path.basename(path)}")
+    finally:
+        os.close(folder)
+
+
+def open_socket(path, timeout=None):
+    """A stream socket connected to the Unix socket `path` (any length); raises OSError."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        connect(sock, path)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class UnixHTTPConnection(http.client.HTTPConnection):
     """http.client's connection, to a Unix socket instead of a TCP port (Host: localhost)."""
 
@@ -30,15 +59,8 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.socket_path = path
 
     def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            if self.timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
-                sock.settimeout(self.timeout)
-            sock.connect(self.socket_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+        self.sock = open_socket(self.socket_path,
+                                None if self.timeout is socket._GLOBAL_DEFAULT_TIMEOUT else self.timeout)
 
 
 def request(method, url, body=None, timeout=15):

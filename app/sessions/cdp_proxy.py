@@ -30,6 +30,7 @@ import time
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
 
+from ..sandbox import unix_http
 from .cdp_policy import TARGET_COMMANDS, Policy, Refused, dumps, error_reply, loads, target_refusal
 from .cdp_targets import Targets
 
@@ -174,8 +175,10 @@ class Proxy:
 
     def _connect(self, **kwargs):
         """A connection to the browser's DevTools: its box's Unix socket (nothing to reach over TCP), or a Grid's."""
-        if self.socket:
-            return asyncio.open_unix_connection(self.socket, **kwargs)
+        if self.socket:  # a local socket connects at once (or fails): no wait to await
+            sock = unix_http.open_socket(self.socket, timeout=5)
+            sock.setblocking(False)
+            return asyncio.open_unix_connection(sock=sock, **kwargs)
         return asyncio.open_connection(self.host, self.port, **kwargs)
 
     @property

@@ -1,11 +1,9 @@
 """Selenium's WebDriver connection over a browser box's Unix socket (an http+unix:// URL: app/sandbox/unix_http.py)."""
-import socket
-
 import urllib3
 from selenium.webdriver.chrome.remote_connection import ChromeRemoteConnection
 from selenium.webdriver.chromium.remote_connection import ChromiumRemoteConnection
 
-from app.sandbox.unix_http import socket_path
+from app.sandbox.unix_http import open_socket, socket_path
 
 
 class _UnixConnection(urllib3.connection.HTTPConnection):
@@ -14,14 +12,10 @@ class _UnixConnection(urllib3.connection.HTTPConnection):
         self.unix_socket = unix_socket
 
     def _new_conn(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.settimeout(self.timeout)
-            sock.connect(self.unix_socket)
+            return open_socket(self.unix_socket, self.timeout)
         except OSError as exc:
-            sock.close()
             raise urllib3.exceptions.NewConnectionError(self, f"cannot connect to {self.unix_socket}: {exc}") from exc
-        return sock
 
 
 class _UnixPool(urllib3.HTTPConnectionPool):
