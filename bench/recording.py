@@ -25,8 +25,8 @@ def actions(browser, base):
 
 
 def run(config, proxy, base, record, pace=0.0):
-    """One browser, 10 actions, each followed by the page view the agent reads (and, recording, preceded by the
-    drain the environment does). Returns (actions s, this process's CPU s, the browser's CPU s (chromedriver,
+    """One browser, 10 actions, each followed by the page view the agent reads (and, recording, as the environment
+    does: a marker as each starts, the page's events drained with each page view). Returns (actions s, this process's CPU s, the browser's CPU s (chromedriver,
     Chromium and its renderers, where rrweb runs), recording bytes gzip, wall s)."""
     from workers.browser.egress import HARDENING_ARGUMENTS
     from workers.browser.recording import Recording
@@ -38,15 +38,20 @@ def run(config, proxy, base, record, pace=0.0):
                               chromedriver_path=config["CHROMEDRIVER_PATH"])
     try:
         recording = Recording(browser, config, 600) if record else None
+        if recording is not None:
+            recording.blank = True  # a new browser's first page, as a task's environment says
         group = browser.service.process.pid
         cpu, browser_cpu = time.process_time(), common.cpu_seconds(descendants(group))
         began, acting = time.monotonic(), 0.0
         for step, action in enumerate(actions(browser, base)):
             started = time.monotonic()
             if recording is not None:
-                recording.pull({"step": step, "action": "bench"})
+                recording.mark({"step": step, "action": "bench"})
             action()
-            browser.read(max_chars=int(config.get("PAGE_VIEW_CHARS", 6000)))
+            reading = browser.read(max_chars=int(config.get("PAGE_VIEW_CHARS", 6000)),
+                                   also=recording and recording.drain_script)
+            if recording is not None:
+                recording.take(reading.also)
             acting += time.monotonic() - started
             time.sleep(pace)
         size = None

@@ -10,7 +10,7 @@ from ..models import TaskRecording, now_plus
 from .queries import get_task
 
 FORMAT = "rrweb"
-STEP_TAG = "step"  # the custom event the worker adds in the page as each action starts (workers/browser/recording.py)
+STEP_TAG = "step"  # the custom event the worker adds as each action starts (workers/browser/recording.py)
 
 
 def document(task_id, events):

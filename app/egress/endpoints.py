@@ -83,42 +83,53 @@ def refusal(address, port, configured=()):
     """None, or why (`address`, `port`) is the service's own: a dependency `configured` names (see
     dependencies), or, on this machine, a port a process of the service (or of a local dependency) listens on."""
     local = is_local(address)
-    local_dependencies = set()
-    for host, dependency_port, whole in configured:
+    for host, dependency_port, _ in configured:
         for resolved in _resolve(host, dependency_port):
             if dependency_port == port and (resolved == address or (local and is_local(resolved))):
                 return f"a dependency named by the service's configuration listens at {host}:{port}"
-            if whole and is_local(resolved):
-                local_dependencies.add(dependency_port)
     if not local:
         return None
     listeners = _listeners()
     inodes = listeners.get(port)
     if not inodes:
         return None
-    unknown = inodes - _verdicts.keys()
-    if unknown:
-        # A listening socket's owner does not change while it lives (its inode is not reused meanwhile): each is
-        # looked up once, in every process's fds, which takes milliseconds.
-        dependency_inodes = {inode for p in local_dependencies for inode in listeners.get(p, ())}
-        owners = _owners(unknown | dependency_inodes)
-        dependency_pids = {owners.get(inode) for inode in dependency_inodes} - {None}
-        if len(_verdicts) > 4096:
-            _verdicts.clear()
-        for inode in unknown:
-            pid = owners.get(inode)
-            what = None if pid is None else (
-                "a dependency of the service (at another of its ports)" if pid in dependency_pids
-                else service_command(command_line(pid) or []))
-            if what == PUBLIC:
-                what = None  # the public API and the login pages kept browsers open (login_url): open to all anyway
-            what = what and (what if what.startswith("a ") else f"the service's {what}")
-            if pid is not None:  # an owner not seen (yet): looked up again next time
-                _verdicts[inode] = what
+    _judge(inodes - _verdicts.keys(), listeners, configured)
     for inode in inodes:
         if _verdicts.get(inode):
             return f"{_verdicts[inode]} listens there"
     return None
+
+
+def learn(configured=()):
+    """Judge every socket listening now, ahead of need: an egress proxy does it as it starts, so the first request to
+    a local address (an intranet page where private addresses are allowed) does not wait for the walk of /proc."""
+    listeners = _listeners()
+    _judge(set().union(*listeners.values()) - _verdicts.keys(), listeners, configured)
+
+
+def _judge(unknown, listeners, configured):
+    """Record in _verdicts what part of the service owns each of the `unknown` listening socket inodes, if any.
+    A listening socket's owner does not change while it lives (its inode is not reused meanwhile): each is looked
+    up once, in every process's fds, which takes milliseconds."""
+    if not unknown:
+        return
+    local_dependencies = {dependency_port for host, dependency_port, whole in configured
+                          if whole and any(is_local(resolved) for resolved in _resolve(host, dependency_port))}
+    dependency_inodes = {inode for p in local_dependencies for inode in listeners.get(p, ())}
+    owners = _owners(unknown | dependency_inodes)
+    dependency_pids = {owners.get(inode) for inode in dependency_inodes} - {None}
+    if len(_verdicts) > 4096:
+        _verdicts.clear()
+    for inode in unknown:
+        pid = owners.get(inode)
+        what = None if pid is None else (
+            "a dependency of the service (at another of its ports)" if pid in dependency_pids
+            else service_command(command_line(pid) or []))
+        if what == PUBLIC:
+            what = None  # the public API and the login pages kept browsers open (login_url): open to all anyway
+        what = what and (what if what.startswith("a ") else f"the service's {what}")
+        if pid is not None:  # an owner not seen (yet): looked up again next time
+            _verdicts[inode] = what
 
 
 @functools.lru_cache(maxsize=64)  # configured hosts only: a few, and looked up on every check

@@ -13,10 +13,13 @@ from dataclasses import replace
 from proxy.http.exception import HttpRequestRejected
 from proxy.http.proxy import HttpProxyBasePlugin
 
+from app.egress import endpoints
 from app.egress.policy import HostPattern, OutsideFence, Policy  # noqa: E402  (at start-up, not on the browser's first request)
 
 # Read once, when proxy.py loads the plugin (before it listens; its acceptor inherits it).
 _POLICY = Policy.from_config(json.loads(os.environ.get("RD_EGRESS_POLICY") or "{}"))
+if _POLICY.allow_private or _POLICY.allow_hosts:  # local addresses may be asked for: whose is each port, now
+    endpoints.learn(_POLICY.service)  # (a pooled browser's proxy starts long before its task's first request)
 
 
 _fenced = {"stamp": None, "policy": _POLICY}

@@ -26,6 +26,8 @@ class CloudBrowserEnvironment(BrowserEnvironment):
     behind an egress proxy of its own (workers/browser/egress.py) that is started and stopped with it. Fresh means
     never used: taken from the host's warm pool (workers/browser/pool.py) when one is ready, else started cold."""
 
+    starts_blank = True
+
     def start_browser(self, task, should_stop, config):
         from workers.browser import pool
         from workers.browser.egress import HARDENING_ARGUMENTS, EgressProxy

@@ -24,13 +24,14 @@ class BrowserEnvironment(Environment):
     """The web agent in a real browser. Drivers (Selenium, the extension) implement `workers.browser.base.Browser`;
     subclasses say how to get one (`start_browser`). With `generateGif` a screenshot follows each action; with
     `screenshots` (a vision model) one goes to the model beside each page view. A Selenium browser's run is
-    recorded (workers/browser/recording.py): the page's events are drained as each action starts."""
+    recorded (workers/browser/recording.py): the page's events are drained with each page view."""
 
     screenshots = False  # set by the runner when the planner shows the model images (LLM_VISION)
     acted_on = None  # page.js's description of the element the last action acted on, or None
     script_hook = None  # workers.replay.recorder.ScriptHook, set by the runner
     redact = None  # the task's Secrets.redact, set by the runner: applied to the recording's events
     person = None  # workers.agent.takeover.PersonControl once live viewers can watch (go_live)
+    starts_blank = False  # a browser started for the task (one blank tab), not a window or session in use
 
     def __init__(self, task, should_stop, config):
         super().__init__(task, should_stop)
@@ -47,7 +48,9 @@ class BrowserEnvironment(Environment):
         except BrowserError as exc:  # not installed, Grid down: the task ends as error with this message
             raise ValueError(str(exc)) from None
         self.recording, self.steps = self._start_recording(config), 0
-        self._resume_page()
+        self.blank = self.starts_blank and not self._resume_page()
+        if self.recording is not None:
+            self.recording.blank = self.blank
 
     def _start_recording(self, config):
         """A recording of the run, for a browser driven by Selenium (the extension's client mode has none)."""
@@ -66,7 +69,7 @@ class BrowserEnvironment(Environment):
         raise NotImplementedError
 
     def _resume_page(self):
-        """After an input-required pause the browser was closed: reopen the page the run paused on."""
+        """After an input-required pause the browser was closed: reopen the page the run paused on. True if it did."""
         task = self.task
         if task.hitl and "answer" in task.hitl and task.trace:
             url = next((e.get("url") for e in reversed(task.trace) if e.get("url")), None)
@@ -75,6 +78,8 @@ class BrowserEnvironment(Environment):
                     self.browser.open(url)
                 except BrowserError as exc:
                     log.warning("task %s: could not reopen %s after the pause: %s", task.id, url, exc)
+                return True
+        return False
 
     def tools(self, response_schema=None):
         # Few tools with short descriptions: the page view follows every action, so there is no read tool,
@@ -116,7 +121,10 @@ class BrowserEnvironment(Environment):
         if self.browser is None or not self.browser.live_endpoint:
             return
         self.person = person
-        person.publish(endpoint=self.browser.live_endpoint, targetId=self.browser.live_target(), url=self.url())
+        # A browser that was just started has one blank tab, which viewers attach to by themselves: no WebDriver
+        # round trips before the first step (a pooled browser's task reaches its first page sooner).
+        where = {} if self.blank else {"targetId": self.browser.live_target(), "url": self.url()}
+        person.publish(endpoint=self.browser.live_endpoint, **where)
 
     def show_step(self, description=None, url=None):
         if self.person is None:
@@ -173,8 +181,8 @@ class BrowserEnvironment(Environment):
         return observation
 
     def _execute(self, action):
-        if self.recording is not None:  # the events so far, and a marker where this action starts
-            self.recording.pull({"step": self.steps, "action": action.name})
+        if self.recording is not None:  # a marker where this action starts (the events come with the page views)
+            self.recording.mark({"step": self.steps, "action": action.name})
         self.steps += 1
         observation = super().execute(action)
         observation = self._with_refusals(observation)
@@ -211,7 +219,10 @@ class BrowserEnvironment(Environment):
 
     def _view(self, prefix=""):
         """The page after an action: what the action did, then the page view (and a screenshot for vision)."""
-        reading = self.browser.read(max_chars=self.view_chars)
+        recording = self.recording
+        reading = self.browser.read(max_chars=self.view_chars, also=recording and recording.drain_script)
+        if recording is not None:  # its events so far, drained in the same call
+            recording.take(reading.also)
         image = None
         if self.screenshots:
             try:

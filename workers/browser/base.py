@@ -28,6 +28,7 @@ class PageReading:
     elements: list = field(default_factory=list)  # [{"index", "tag", "label", "new": bool, ...}]
     status: int = 0  # the main document's HTTP status: 0 unknown (data:, about:), -1 the browser's error page
     truncated: bool = False  # the view was cut at the budget (its text ends with a marker saying so)
+    also: object = None  # what read(also=...) ran in the page after the read returned (a recording's drain)
 
     def error(self):
         """Why this page is an error page (HTTP 4xx/5xx or the browser's own), or None."""

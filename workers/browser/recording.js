@@ -1,6 +1,6 @@
 // The page side of a run's recording (workers/browser/recording.py), run at the start of every document of the tab.
-// rrweb's recorder, kept off the page's globals; its events wait in a buffer until the worker drains them before
-// each action, and at pagehide in the tab's sessionStorage for the next page of the same site. Password inputs
+// rrweb's recorder, kept off the page's globals; its events wait in a buffer until the worker drains them with
+// each page view, and at pagehide in the tab's sessionStorage for the next page of the same site. Password inputs
 // are masked by rrweb itself, before an event exists.
 (function (rrweb, name, key, until, maxEvents) {
   if (window !== window.top || Object.getOwnPropertyDescriptor(window, name) || Date.now() > until) return;
@@ -30,8 +30,7 @@
     try { sessionStorage.setItem(key, JSON.stringify(events)); events = []; } catch (e) { /* quota: lost */ }
   });
   Object.defineProperty(window, name, { value: Object.freeze({
-    drain: function (mark) {
-      if (mark && stopRecording) rrweb.record.addCustomEvent("step", mark);
+    drain: function () {
       var out = JSON.stringify(events);
       events = [];
       return out;

@@ -8,9 +8,12 @@ from functools import lru_cache
 
 from selenium.common.exceptions import WebDriverException
 
+from app.dispatch.recordings import STEP_TAG
+
 log = logging.getLogger(__name__)
 BOOTSTRAP = os.path.join(os.path.dirname(__file__), "recording.js")
 MAX_PAGE_EVENTS = 200_000  # events one page holds undrained before it stops recording
+CUSTOM_EVENT = 5  # rrweb's event type of a custom event: a step marker (tagged STEP_TAG)
 
 
 @lru_cache(maxsize=4)
@@ -44,32 +47,65 @@ class Recording:
         self.source = (f"(function () {{ var module = {{exports: {{}}}}, exports = module.exports, define;\n{rrweb}\n;"
                        f"({bootstrap})(module.exports, {json.dumps(self.name)}, {json.dumps(key)}, {until}, "
                        f"{MAX_PAGE_EVENTS}); }})();")
-        self.drain_script = f"var r = window[{json.dumps(self.name)}]; return r ? r.drain(arguments[0]) : null;"
+        # Run on its own (pull) or after each page view's read, in the same WebDriver call (take).
+        self.drain_script = f"var r = window[{json.dumps(self.name)}]; return r ? r.drain() : null;"
         self.events, self.size, self.full, self.scripts = [], 0, False, {}  # window handle → CDP script id
+        # Set by the environment when the tab shows a new browser's blank first page: nothing there to record, so the
+        # recorder is only added for the tab's next documents (running rrweb in this one costs a WebDriver call of
+        # its whole source: a fifth of a second, before the task's first page).
+        self.blank = False
 
-    def pull(self, mark=None):
-        """Take the page's new events (first adding the recorder to a tab or document that has none); `mark`
-        ({step, action}) becomes a step marker at this moment. A failure costs the recording an event, never the run."""
+    def mark(self, mark):
+        """A step marker ({step, action}) at this moment, kept here (no page call: the page's events come with the
+        page views). The first adds the recorder to the tab: to its next documents, and to the page it shows."""
         if self.full:
             return
-        try:
-            out = self.driver.execute_script(self.drain_script, mark)
-            if out is None:
+        if not self.scripts:  # the run's first action: the tab gets its recorder (the page it shows too, unless blank)
+            try:
+                self._instrument(current=not self.blank)
+            except WebDriverException as exc:
+                log.info("recording: could not add the recorder: %s", _first_line(exc))
+        self.events.append({"type": CUSTOM_EVENT, "timestamp": int(time.time() * 1000),
+                            "data": {"tag": STEP_TAG, "payload": mark}})
+
+    def take(self, out):
+        """The events a page view's read drained (`drain_script` run with it); None: this document has no recorder
+        yet (a new tab, a page opened before), which gets one now."""
+        if self.full:
+            return
+        if out is None:
+            try:
                 self._instrument()
-                out = self.driver.execute_script(self.drain_script, mark)
-        except WebDriverException as exc:
-            log.info("recording: could not read the page's events: %s", str(exc).splitlines()[0] if str(exc) else exc)
+            except WebDriverException as exc:
+                log.info("recording: could not add the recorder: %s", _first_line(exc))
             return
         self._add(out)
 
-    def _instrument(self):
-        """This tab's next documents get the recorder (CDP, per tab; once), and its current document gets it now."""
+    def pull(self):
+        """Take the page's new events (first adding the recorder to a tab or document that has none). A failure costs
+        the recording events, never the run."""
+        if self.full:
+            return
+        try:
+            out = self.driver.execute_script(self.drain_script)
+            if out is None:
+                self._instrument()
+                out = self.driver.execute_script(self.drain_script)
+        except WebDriverException as exc:
+            log.info("recording: could not read the page's events: %s", _first_line(exc))
+            return
+        self._add(out)
+
+    def _instrument(self, current=True):
+        """This tab's next documents get the recorder (CDP, per tab; once), and with `current` its current document
+        gets it now."""
         handle = self.driver.current_window_handle
         if handle not in self.scripts:
             added = self.driver.execute("executeCdpCommand", {"cmd": "Page.addScriptToEvaluateOnNewDocument",
                                                               "params": {"source": self.source}})
             self.scripts[handle] = (added.get("value") or {}).get("identifier")
-        self.driver.execute_script(self.source)
+        if current:
+            self.driver.execute_script(self.source)
 
     def _add(self, out):
         if not isinstance(out, str) or not out:
@@ -112,3 +148,7 @@ class Recording:
         except WebDriverException:
             pass
         return self.events
+
+
+def _first_line(exc):
+    return str(exc).splitlines()[0] if str(exc) else repr(exc)

@@ -323,12 +323,20 @@ class SeleniumBrowser(Browser):
         self._recover_tab()
 
     # --- reading ---------------------------------------------------------------------------------------
-    def read(self, max_chars=40000):
+    def read(self, max_chars=40000, also=None):
+        """The page view; `also` (a function body: a recording's drain) runs in the page in the same round trip, and
+        what it returns is the reading's `also`."""
         self._follow_tabs()  # a tab a script opened since the last action
-        result = self._call("read", {"maxChars": int(max_chars)})
+        options = {"maxChars": int(max_chars)}
+        extra = None
+        if also is None:
+            result = self._call("read", options)
+        else:
+            script = f"{PAGE_JS}\nreturn [window.__remoteDispatch.read(arguments[0]), (function () {{ {also} }})()];"
+            result, extra = self._call("read", options, script=script)
         return PageReading(url=result["url"], title=result["title"], text=result["text"],
                            elements=result["elements"], status=result.get("status") or 0,
-                           truncated=bool(result.get("truncated")))
+                           truncated=bool(result.get("truncated")), also=extra)
 
     def html(self):
         return self._call("html")
