@@ -219,10 +219,11 @@ class BrowserEnvironment(Environment):
 
     def _view(self, prefix=""):
         """The page after an action: what the action did, then the page view (and a screenshot for vision)."""
-        recording = self.recording
-        reading = self.browser.read(max_chars=self.view_chars, also=recording and recording.drain_script)
-        if recording is not None:  # its events so far, drained in the same call
-            recording.take(reading.also)
+        if self.recording is None:  # (the extension's client mode has no recording, and its read no `also`)
+            reading = self.browser.read(max_chars=self.view_chars)
+        else:  # the recording's events so far, drained in the same call
+            reading = self.browser.read(max_chars=self.view_chars, also=self.recording.drain_script)
+            self.recording.take(reading.also)
         image = None
         if self.screenshots:
             try:
