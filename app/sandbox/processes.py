@@ -10,6 +10,8 @@ import time
 from .box import MARKER
 
 log = logging.getLogger(__name__)
+PF_EXITING = 0x4  # /proc/<pid>/stat's flags: the process is exiting
+SIGKILL_PENDING = 1 << (signal.SIGKILL - 1)  # its bit in /proc/<pid>/status's SigPnd / ShdPnd masks
 
 
 def processes():
@@ -33,7 +35,9 @@ def command_line(pid):
 
 
 def alive(pid):
-    """True while `pid` runs (a zombie is dead for our purpose)."""
+    """True while `pid` runs. Dead for our purpose: gone, a zombie, exiting, or with a SIGKILL pending: a killed
+    Chromium is still listed, and answers signal 0, while the kernel tears its memory down (milliseconds to tens of
+    them), and a pooled browser checked in that time must not pass for alive."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -42,8 +46,13 @@ def alive(pid):
         return True
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+            fields = stat.read().rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X", "x") or int(fields[6]) & PF_EXITING:
+            return False
+        with open(f"/proc/{pid}/status") as status:
+            return not any(line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & SIGKILL_PENDING
+                           for line in status)
+    except (OSError, IndexError, ValueError):
         return False
 
 
