@@ -160,6 +160,8 @@ def run_episode(api, pages, args, task, seed, meter, replay_of=None):
         calls = [e for e in (meter.recorded() if meter else [])
                  if started <= e["time"] <= ended and e["path"].endswith("/chat/completions")]
         record["model_calls"], record["model_tokens"] = len(calls), sum(_tokens(e) for e in calls)
+        if args.keep_calls:  # what the model was asked and said, to study a run afterwards (its planner, its checks)
+            record["calls"] = [{"request": e["raw"], "response": e["response"]} for e in calls]
         reward = api.action(window, "execute_javascript_on_page", code=REWARD)
         record["raw_reward"], record["reward"] = reward["raw"], reward["reward"]
         record["done"], record["reason"], record["final_url"] = reward["done"], reward["reason"], reward["url"]
@@ -233,6 +235,8 @@ def parse_args(argv=None):
     parser.add_argument("--replay", action="store_true",
                         help="replay each successful task's script (replayOf, no model) on the same seed, in a "
                              "fresh session, and count the replays whose page reward is a success too")
+    parser.add_argument("--keep-calls", action="store_true",
+                        help="keep each episode's model requests and replies in the results file (large)")
     parser.add_argument("--report", metavar="RESULTS", nargs="+",
                         help="print the tables of earlier results files (several: side by side), run nothing")
     args = parser.parse_args(argv)

@@ -30,6 +30,10 @@ BIG = ("<html><head><title>Catalogue</title></head><body>"
 # A button that says it was pressed: pressing it again changes nothing; and a form that must be sent.
 PRESS = """<html><head><title>Press</title></head><body><button onclick="out.textContent = 'Pressed.'">Press me</button>
 <button onclick="sent.textContent = 'Sent.'">Send</button><p id="out">Not pressed.</p><p id="sent"></p></body></html>"""
+# A field whose text counts only once it is submitted.
+FORM = """<html><head><title>Form</title></head><body><label for="name">Name</label> <input id="name">
+<button onclick="out.textContent = 'Submitted ' + document.getElementById('name').value + '.'">Submit</button>
+<p id="out">Nothing submitted.</p></body></html>"""
 pytestmark = pytest.mark.slow
 
 
@@ -44,7 +48,7 @@ def model():
 def pages():
     server = PageServer({"/article": "<html><head><title>Herons</title></head><body><nav>Menu</nav>"
                                      "<h1>The grey heron</h1><p class='lead'>A long-legged bird.</p></body></html>",
-                         "/shop": SHOP, "/big": BIG, "/press": PRESS})
+                         "/shop": SHOP, "/big": BIG, "/press": PRESS, "/form": FORM})
     yield server
     server.close()
 
@@ -445,3 +449,47 @@ def test_a_check_that_keeps_saying_no_ends_the_task_as_error(client, api_key, mo
     assert body["status"] == "error", body
     assert body["response"]["text"] == "The task was not done: No."
     assert len(_checks(model.bodies())) == 3 and body["usage"]["actions"] == 1
+
+
+def test_a_repeated_click_on_an_element_the_task_does_not_name_is_sent_back_without_asking_the_model(
+        client, api_key, model, pages, model_worker):
+    # The small model's other habit: the wrong element, then the same click again as if done. The trace shows
+    # no action on the element the task names, so no judge is needed: the model hears it, and clicks the right one.
+    model.script(tool_call("go_to", url=pages.url("/press")), *[tool_call("click", target="Press me")] * 3,
+                 *[tool_call("click", target="Send")] * 3, check(True, "The page says Sent."))
+    prompt = f'/Operator Open {pages.url("/press")} and click the "Send" button.'
+    _, body = run(client, api_key, {"executionMode": "cloud_browser", "prompt": prompt})
+    assert body["status"] == "success", body["response"]
+    # The second click of each left the page as it was: the third of "Press me" was not run, and that of "Send"
+    # was asked about instead.
+    assert body["usage"]["actions"] == 5
+    requests = model.bodies()
+    heard = _result(requests[4])
+    assert heard == ('Not run: this action ran already and the page did not change. Not done yet: No action acted on '
+                     '"Send", which the task names. Do something else: another element, another action, or answer.')
+    [asked] = _checks(requests)  # only about the click on Send
+    assert asked is requests[-1]
+    assert '- click "Press me" → [1] <button> Press me\n- click "Send" → [2] <button> Send\n' in asked["messages"][-1]["content"]
+    trace = body["response"]["actionTrace"]
+    assert [e.get("target") for e in trace if e["action"].startswith("click")] == [
+        "[1] <button> Press me", "[1] <button> Press me", "[2] <button> Send", "[2] <button> Send"]
+    checks = [e["check"] for e in trace if "check" in e]
+    assert checks[0] == {"done": False, "by": "rules", "tokens": 0,
+                         "reason": 'No action acted on "Send", which the task names.'}
+    assert checks[1]["done"] is True and checks[1]["by"] == "model"
+
+
+def test_typing_what_the_task_asks_to_submit_is_not_done_until_it_is_submitted(
+        client, api_key, model, pages, model_worker):
+    model.script(tool_call("go_to", url=pages.url("/form")), tool_call("type", target="Name", text="Ada"),
+                 tool_call("answer", text="Done."), tool_call("click", target="Submit"),
+                 tool_call("answer", text="Submitted."), check(True, "The page says Submitted Ada."))
+    prompt = f'/Operator Open {pages.url("/form")}, enter "Ada" as the name and press Submit.'
+    _, body = run(client, api_key, {"executionMode": "cloud_browser", "prompt": prompt})
+    assert body["status"] == "success", body["response"]
+    assert body["response"]["text"] == "Submitted."
+    requests = model.bodies()
+    assert _result(requests[3]) == ("Not done yet: The last action only filled in a field, and the task asks to "
+                                    "press. Keep working on the task, then call answer.")
+    assert len(_checks(requests)) == 1  # the model judged only the submitted form
+    assert "Submitted Ada." in requests[-1]["messages"][-1]["content"]

@@ -473,6 +473,8 @@ class TraceEntrySchema(ma.Schema):
     endTs = fields.String()
     durationMs = fields.Integer()
     result = fields.String(metadata={"description": "MCP tool calls: the tool's result, truncated"})
+    target = fields.String(metadata={
+        "description": "Browser steps on an element: the element as the page view showed it (`[3] <button> Send`)"})
     failed = fields.Boolean(metadata={"description": "The action did not do what it should; `error` says why"})
     error = fields.String(metadata={"description": "Why the action failed"})
     browserSession = fields.String(metadata={
@@ -487,7 +489,7 @@ class TraceEntrySchema(ma.Schema):
                        "`model <LLM_MODEL>`"})
     check = fields.Nested(CompletionCheckSchema, metadata={
         "description": "Web tasks that name a page: the completion check's verdict (its own entry when a model "
-                       "judged; the final entry carries the latest)"})
+                       "judged or the trace showed what is missing; the final entry carries the latest)"})
     replayed = fields.Boolean(metadata={
         "description": "Replays: true for a step run from the script, false for one the model planned (healed)"})
     takeover = fields.Nested(TakeoverSchema, metadata={

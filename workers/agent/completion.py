@@ -8,6 +8,15 @@ from . import page_view
 OFF_THE_PAGE = ("current_time", "read_attachment", "use_tool", "wait", "answer", "ask_user", "fail")
 URL = re.compile(r"\b(?:https?://|www\.)\S", re.I)
 WEB = re.compile(r"https?://", re.I)
+# What a task names in quotes: 'Click on the "ok" button', 'Enter "Kasie" into the field'.
+QUOTED = re.compile(r'"([^"\n]{1,100})"|\u201c([^\u201d\n]{1,100})\u201d')
+# A task that asks for something to be pressed or sent after typing: typed text alone does not do it.
+SUBMITS = re.compile(r"\b(press|click|submit|send|search|sign(?:s|ing)? in|log(?:s|ging)? ?in)\b", re.I)
+FILLS = ("type ", "select ")  # trace lines of actions that fill in a field and submit nothing
+# Trace lines of steps that do nothing on a page (OFF_THE_PAGE as workers/agent/actions.py describes them), and of
+# the loop's own entries (a wait for the model).
+OFF_THE_PAGE_LINES = ("current time", "read attachment", "use ", "wait ", "waiting for", "waited for", "answer",
+                      "ask:", "fail:")
 
 
 @dataclass
@@ -22,6 +31,12 @@ class Verdict:
     def trace(self):
         """How the verdict appears in the trace (`check`)."""
         return {"done": self.done, "reason": self.reason, "by": self.by, "tokens": self.tokens}
+
+
+def task_words(first_message):
+    """The task's own words: the first message without the start page shown with it."""
+    text = first_message if isinstance(first_message, str) else ""
+    return text.split(page_view.START_PAGE, 1)[0].strip()
 
 
 def names_a_page(agent, first_message):
@@ -52,3 +67,30 @@ def rules(page_actions, last, must_act=True):
     if last is not None and last.failed:
         return Verdict(False, f"The last action failed: {last.text.splitlines()[0][:200]}")
     return Verdict(True, "The actions ran and the last one succeeded.")
+
+
+def evidence(task, trace, repeat):
+    """What the trace shows against a model's run being done (a Verdict), or None. Small models click the wrong
+    element or type without submitting, then repeat themselves as if done; these rules need no judge:
+    - the task asks to press, click or submit, and the last action on the page only filled a field;
+    - on a repeat (no answer given: the actions are all the evidence), the task quotes a name that no action
+      acted on, typed or chose ('Click on the "ok" button' after a click on Cancel)."""
+    acted = [e for e in trace if "startTs" in e and "check" not in e and "by" not in e and "takeover" not in e
+             and not e.get("running") and not e.get("failed")
+             and not str(e.get("action", "")).startswith(OFF_THE_PAGE_LINES)]
+    if not acted:
+        return None
+    if str(acted[-1].get("action", "")).startswith(FILLS) and (verb := SUBMITS.search(task)):
+        return Verdict(False, f"The last action only filled in a field, and the task asks to {verb[1].lower()}.")
+    if not repeat:
+        return None
+    seen = _words(" ".join(f"{e.get('action', '')} {e.get('target', '')}" for e in acted))
+    for match in QUOTED.finditer(task):
+        name = " ".join((match[1] or match[2]).split())
+        if name and not re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", seen):
+            return Verdict(False, f'No action acted on "{name[:80]}", which the task names.')
+    return None
+
+
+def _words(text):
+    return " ".join(text.split()).casefold()

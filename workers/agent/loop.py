@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from app import json_schemas
 
-from . import completion
+from . import completion, page_view
 from .actions import Finish, Observation, Outcome, PlannerError, Stopped
 from .secrets import Secrets
 
@@ -78,6 +78,7 @@ class AgentLoop:
         # A task that asks for something on a page is done only on evidence (workers/agent/completion.py).
         self.page_task = completion.names_a_page(agent, first)
         self.must_act = self.page_task and completion.gives_a_url(first)  # else its start page may hold the answer
+        self.task = completion.task_words(first)
         self.pushbacks = 0
         self.verdict = None  # the completion check's latest verdict (in the final trace entry)
 
@@ -132,9 +133,18 @@ class AgentLoop:
             # A successful action asked for again though the page did not change (or at the no-progress rule):
             # maybe the task is done and the model does not know how to say so. The check decides.
             if repeats > 1 and action.key() == done_key and (unchanged or repeats > self.budget.max_repeats):
-                outcome = self._done_on_repeat(action, asked)
-                if outcome is not None:
-                    return outcome
+                verdict = self._check_repeat(action, asked)
+                if verdict is not None and verdict.done:
+                    text = f"Done: {verdict.reason}" if verdict.reason else "Done."
+                    self.state.conversation.add_answer(self.secrets.redact(text))
+                    return Outcome("success", text)
+                if verdict is not None and repeats <= self.budget.max_repeats:
+                    # Not run again (the page did not change after it): the model hears what is missing instead.
+                    self.state.conversation.add_call(action)
+                    self.state.conversation.add_result(action.call_id, (
+                        f"Not run: this action ran already and the page did not change. Not done yet: "
+                        f"{verdict.reason} Do something else: another element, another action, or answer."))
+                    continue
             if repeats > self.budget.max_repeats:
                 raise BudgetExceeded(
                     f"No progress: the action '{self.secrets.redact(action.description or action.name)}' "
@@ -189,6 +199,8 @@ class AgentLoop:
             }
             if observation.trace_result is not None:
                 entry["result"] = self.secrets.redact(observation.trace_result)
+            if "target" in action.args and (target := getattr(self.environment, "acted_on", None)):
+                entry["target"] = self.secrets.redact(page_view.element_line(target))  # as the page view showed it
             if observation.failed:  # the entry says why (element not found, navigation refused, timeout)
                 entry.update(failed=True, error=observation.text[:500])
                 failed[action.key()] = observation.text.split("\n", 1)[0]
@@ -286,15 +298,20 @@ class AgentLoop:
             return None
         return Outcome("error", f"The answer does not match the responseFormat JSON Schema: {problem}")
 
-    def _check(self, answer):
+    def _check(self, answer, repeat=False):
         """The completion check's Verdict for a task that names a page (else None): the built-in rules, then,
-        when they pass and the planner has one, the model's check (its own trace entry, its tokens counted)."""
+        when they pass and the planner has one, the trace's evidence and the model's check (their own trace
+        entry, the model's tokens counted). `repeat`: asked on a repeated action, not on an answer."""
         if not self.page_task:
             return None
         checker = getattr(self.planner, "check_done", None)
         verdict = completion.rules(self.state.page_actions, None if checker else self.state.last, self.must_act)
-        if verdict.done and checker is not None:
-            start = time.time()
+        start = time.time()
+        if verdict.done and checker is not None and (evidence := completion.evidence(
+                self.task, self.state.trace, repeat)) is not None:
+            verdict = evidence  # a model's judgement is not needed: the trace says what is missing
+            self._trace_check(verdict, start)
+        elif verdict.done and checker is not None:
             with self._model_turn() as turn:
                 if not turn:
                     raise Stopped()
@@ -304,20 +321,23 @@ class AgentLoop:
                 finally:
                     self.state.tokens += self.planner.tokens_used()
             verdict = replace(verdict, reason=self.secrets.redact(verdict.reason))
-            log.info("completion check: %s (%s)", "done" if verdict.done else "not done", verdict.reason)
-            end = time.time()
-            self.state.trace.append({
-                "url": self.secrets.redact(self.environment.url()),
-                "action": f"completion check: {'done' if verdict.done else 'not done'} ({verdict.reason})",
-                "check": verdict.trace(), "startTs": _ts(_ms(start)), "endTs": _ts(_ms(end)),
-                "durationMs": _ms(end) - _ms(start)})
-            self.on_progress(self.state)
+            self._trace_check(verdict, start)
         self.verdict = verdict
         return verdict
 
-    def _done_on_repeat(self, action, asked):
-        """A success ending when the completion check says a repeated action's task is done, else None (asked
-        once per action and page)."""
+    def _trace_check(self, verdict, start):
+        log.info("completion check: %s (%s)", "done" if verdict.done else "not done", verdict.reason)
+        end = time.time()
+        self.state.trace.append({
+            "url": self.secrets.redact(self.environment.url()),
+            "action": f"completion check: {'done' if verdict.done else 'not done'} ({verdict.reason})",
+            "check": verdict.trace(), "startTs": _ts(_ms(start)), "endTs": _ts(_ms(end)),
+            "durationMs": _ms(end) - _ms(start)})
+        self.on_progress(self.state)
+
+    def _check_repeat(self, action, asked):
+        """The completion check's Verdict on a repeated action's task, asked once per action and page; None when
+        not asked (no check for this task, or asked already)."""
         if not self.page_task or self.response_schema is not None \
                 or getattr(self.planner, "check_done", None) is None:
             return None
@@ -325,12 +345,7 @@ class AgentLoop:
         if (action.key(), page) in asked:
             return None
         asked.add((action.key(), page))
-        verdict = self._check("")
-        if not verdict.done:
-            return None
-        text = f"Done: {verdict.reason}" if verdict.reason else "Done."
-        self.state.conversation.add_answer(self.secrets.redact(text))
-        return Outcome("success", text)
+        return self._check("", repeat=True)
 
     def _trace_final(self, outcome):
         now = _ms(time.time())

@@ -15,6 +15,11 @@ def render(reading, prefix=""):
     return f"{head}{HEADER}{reading.url}\nTitle: {reading.title}\n{reading.text}".rstrip()
 
 
+def element_line(info):
+    """An acted-on element (page.js's descriptor) as the model saw it in the view: [N] <tag> label."""
+    return f"[{info.get('index')}] <{info.get('tag', '')}> {info.get('label', '')}".rstrip()
+
+
 def is_view(text):
     return text.startswith(HEADER) or f"\n{HEADER}" in text
 

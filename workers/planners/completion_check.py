@@ -1,7 +1,7 @@
 """The model's completion check: one constrained request (the task, the trace, the latest page view) → yes/no + reason."""
 import json
 
-from workers.agent import page_view
+from workers.agent import completion, page_view
 from workers.agent.completion import Verdict
 
 from . import context
@@ -33,9 +33,10 @@ def request(prompt, trace, messages, answer, room):
     """The check's messages within `room` tokens (the page view is cut to what is left)."""
     steps = [e for e in trace if "startTs" in e and not e.get("running") and "check" not in e
              and not str(e.get("action", "")).startswith(("waiting for the model", "waited for the model"))]
-    lines = [f"- {str(e['action'])[:ACTION_CHARS]}" + (" (failed)" if e.get("failed") else "")
-             for e in steps[-ACTIONS_SHOWN:]] or ["- none"]
-    head = (f"Task: {task_text(prompt)[:TASK_CHARS]}\n\nActions:\n" + "\n".join(lines)
+    # What each action acted on, as the page view showed it: a click's number alone says nothing to the judge.
+    lines = [f"- {str(e['action'])[:ACTION_CHARS]}" + (f" → {str(e['target'])[:ACTION_CHARS]}" if e.get("target") else "")
+             + (" (failed)" if e.get("failed") else "") for e in steps[-ACTIONS_SHOWN:]] or ["- none"]
+    head = (f"Task: {completion.task_words(prompt)[:TASK_CHARS]}\n\nActions:\n" + "\n".join(lines)
             + (f"\n\nThe agent's answer: {answer[:300]}" if answer else "") + "\n\nThe page now:\n")
     tail = "\n\nIs the task done?"
     view = latest_view(messages)
@@ -44,12 +45,6 @@ def request(prompt, trace, messages, answer, room):
     if len(view) > left:
         view = view[:max(0, left - len(context.CUT))] + context.CUT
     return [fixed[0], {"role": "user", "content": head + view + tail}]
-
-
-def task_text(prompt):
-    """The task's own words: the first message without the start page shown with it."""
-    text = prompt if isinstance(prompt, str) else ""
-    return text.split(page_view.START_PAGE, 1)[0].strip()
 
 
 def latest_view(messages):

@@ -1,0 +1,41 @@
+"""The completion check's evidence rules (workers/agent/completion.py): what a model's trace shows against 'done'."""
+from workers.agent.completion import evidence
+
+
+def step(action, target=None, **extra):
+    entry = {"url": "http://127.0.0.1/", "action": action, "startTs": "t", "endTs": "t", "durationMs": 0, **extra}
+    return {**entry, "target": target} if target else entry
+
+
+def test_a_repeat_needs_an_action_on_each_name_the_task_quotes():
+    task = 'Click on the "No" button.'
+    wrong = [step('click "1"', "[1] <button> submit")]
+    assert evidence(task, wrong, repeat=True).reason == 'No action acted on "No", which the task names.'
+    assert evidence(task, [step('click "3"', "[3] <button> No")], repeat=True) is None
+    # Words, not letters: "No" is not in "None"; case and spacing do not matter; typed and chosen text count.
+    assert evidence(task, [step('click "2"', "[2] <button> None")], repeat=True) is not None
+    assert evidence('Press “Log  in”', [step('click "4"', "[4] <a> log in")], repeat=True) is None
+    assert evidence('Enter "Kasie" into the field.', [step('type Kasie into "1"', "[1] <input>")], repeat=True) is None
+    # An answer is evidence of its own: the model's check judges it, these names do not.
+    assert evidence(task, wrong, repeat=False) is None
+
+
+def test_what_does_not_count_as_acting_on_the_page():
+    task = 'Click "Send".'
+    failed = step('click "Send"', failed=True, error="No element matches")
+    checked = step('completion check: not done (…)', check={"done": False})
+    person = step('a person: click "Send"', by="a person")
+    assert evidence(task, [step('click "1"', "[1] <button> Other"), failed, checked, person],
+                    repeat=True).reason == 'No action acted on "Send", which the task names.'
+    assert evidence(task, [step("answer"), step("current time")], repeat=True) is None  # nothing acted: other rules
+
+
+def test_a_field_filled_in_last_is_not_a_task_that_asks_to_submit():
+    fill = [step('click "1"', "[1] <input> Name"), step('type Ada into "1"', "[1] <input> Name")]
+    for task, verb in (("Enter Ada and press Submit.", "press"), ("Type Ada, then sign in.", "sign in"),
+                       ("Fill in the name and submit the form", "submit")):
+        verdict = evidence(task, fill, repeat=False)
+        assert not verdict.done and verdict.reason.endswith(f"the task asks to {verb}.")
+    assert evidence("Enter Ada into the name field.", fill, repeat=False) is None  # nothing to submit
+    assert evidence("Enter Ada and press Submit.", fill + [step('click "2"', "[2] <button> Submit")],
+                    repeat=False) is None
