@@ -16,6 +16,9 @@ def test_a_repeat_needs_an_action_on_each_name_the_task_quotes():
     assert evidence(task, [step('click "2"', "[2] <button> None")], repeat=True) is not None
     assert evidence('Press “Log  in”', [step('click "4"', "[4] <a> log in")], repeat=True) is None
     assert evidence('Enter "Kasie" into the field.', [step('type Kasie into "1"', "[1] <input>")], repeat=True) is None
+    # A one-character name is an icon more often than text (a dialog's "x" is a button that says Close).
+    assert evidence('Close the dialog by clicking the "x".', [step('click "5"', "[5] <button> Close")],
+                    repeat=True) is None
     # An answer is evidence of its own: the model's check judges it, these names do not.
     assert evidence(task, wrong, repeat=False) is None
 

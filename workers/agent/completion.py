@@ -87,7 +87,8 @@ def evidence(task, trace, repeat):
     seen = _words(" ".join(f"{e.get('action', '')} {e.get('target', '')}" for e in acted))
     for match in QUOTED.finditer(task):
         name = " ".join((match[1] or match[2]).split())
-        if name and not re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", seen):
+        # A one-character name ("x", "+") is an icon more often than text: the element may say "Close".
+        if len(name) > 1 and not re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", seen):
             return Verdict(False, f'No action acted on "{name[:80]}", which the task names.')
     return None
 
