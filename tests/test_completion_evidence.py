@@ -30,7 +30,11 @@ def test_what_does_not_count_as_acting_on_the_page():
     person = step('a person: click "Send"', by="a person")
     assert evidence(task, [step('click "1"', "[1] <button> Other"), failed, checked, person],
                     repeat=True).reason == 'No action acted on "Send", which the task names.'
-    assert evidence(task, [step("answer"), step("current time")], repeat=True) is None  # nothing acted: other rules
+    # Nothing acted on the page: a task that asks for an action is not done; a question may be answered from the
+    # page it starts on (a kept session's, a window's).
+    assert evidence(task, [step("answer"), step("current time")], repeat=False).reason == (
+        "No action was taken on the page, and the task asks to click.")
+    assert evidence("What does the page say?", [step("answer")], repeat=False) is None
 
 
 def test_a_field_filled_in_last_is_not_a_task_that_asks_to_submit():
@@ -42,3 +46,18 @@ def test_a_field_filled_in_last_is_not_a_task_that_asks_to_submit():
     assert evidence("Enter Ada into the name field.", fill, repeat=False) is None  # nothing to submit
     assert evidence("Enter Ada and press Submit.", fill + [step('click "2"', "[2] <button> Submit")],
                     repeat=False) is None
+
+
+def test_a_repeat_needs_an_action_on_each_element_the_task_names_by_its_label():
+    page = ("clicked [1] <input> UT\nURL: http://127.0.0.1/\nTitle: Boxes\nSelect ZrLIee, 3mJ5 and click Submit.\n"
+            '[1]<input type="checkbox" checked>UT</input>\n[2]<input type="checkbox">ZrLIee</input>\n'
+            '[3]<input type="checkbox">3mJ5</input>\n[4]<button id="subbtn">Submit</button>\n[5]<button>No</button>')
+    task = "Select ZrLIee, 3mJ5 and click Submit. Tick no other box."
+    clicks = [step('click "2"', "[2] <input> ZrLIee"), step('click "3"', "[3] <input> 3mJ5")]
+    assert evidence(task, [step('click "1"', "[1] <input> UT")], repeat=True, page=page).reason == (
+        'No action acted on "ZrLIee", which the task names.')
+    assert evidence(task, clicks, repeat=True, page=page).reason == 'No action acted on "Submit", which the task names.'
+    # Every named element acted on; "no" in the task is a word, not the button labelled "No" (labels count as
+    # the page writes them).
+    assert evidence(task, clicks + [step('click "4"', "[4] <button> Submit")], repeat=True, page=page) is None
+    assert evidence("select zrliee", [step('click "1"', "[1] <input> UT")], repeat=True, page=page) is None

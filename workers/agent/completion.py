@@ -12,6 +12,9 @@ WEB = re.compile(r"https?://", re.I)
 QUOTED = re.compile(r'"([^"\n]{1,100})"|\u201c([^\u201d\n]{1,100})\u201d')
 # A task that asks for something to be pressed or sent after typing: typed text alone does not do it.
 SUBMITS = re.compile(r"\b(press|click|submit|send|search|sign(?:s|ing)? in|log(?:s|ging)? ?in)\b", re.I)
+# A task that asks for something to be done on a page, not only read off it: no action, not done.
+ACTS = re.compile(r"\b(click|press|tap|enter|type|fill|select|choose|check|uncheck|tick|submit|send|search|close|"
+                  r"open|focus|drag|scroll|hover|upload|sign(?:s|ing)? in|log(?:s|ging)? ?in)\b", re.I)
 FILLS = ("type ", "select ")  # trace lines of actions that fill in a field and submit nothing
 # Trace lines of steps that do nothing on a page (OFF_THE_PAGE as workers/agent/actions.py describes them), and of
 # the loop's own entries (a wait for the model).
@@ -69,29 +72,42 @@ def rules(page_actions, last, must_act=True):
     return Verdict(True, "The actions ran and the last one succeeded.")
 
 
-def evidence(task, trace, repeat):
-    """What the trace shows against a model's run being done (a Verdict), or None. Small models click the wrong
-    element or type without submitting, then repeat themselves as if done; these rules need no judge:
+def evidence(task, trace, repeat, page=""):
+    """What the trace shows against a model's run being done (a Verdict), or None. Small models answer without
+    acting, click the wrong element or type without submitting, then repeat themselves as if done; these rules
+    need no judge:
+    - the task asks for something to be done (click, enter, select …) and no action was taken on the page (a
+      task that only starts on a page may be answered from it, unless it asks for that);
     - the task asks to press, click or submit, and the last action on the page only filled a field;
-    - on a repeat (no answer given: the actions are all the evidence), the task quotes a name that no action
-      acted on, typed or chose ('Click on the "ok" button' after a click on Cancel)."""
+    - on a repeat (no answer given: the actions are all the evidence), the task names something that no action
+      acted on, typed or chose: a name in quotes ('Click on the "ok" button' after a click on Cancel), or the
+      label of one of the page's elements (`page`, the latest page view), as the page writes it ('Select ZrLIee
+      and click Submit')."""
     acted = [e for e in trace if "startTs" in e and "check" not in e and "by" not in e and "takeover" not in e
              and not e.get("running") and not e.get("failed")
              and not str(e.get("action", "")).startswith(OFF_THE_PAGE_LINES)]
     if not acted:
-        return None
+        verb = ACTS.search(task)
+        return verb and Verdict(False, f"No action was taken on the page, and the task asks to {verb[1].lower()}.")
     if str(acted[-1].get("action", "")).startswith(FILLS) and (verb := SUBMITS.search(task)):
         return Verdict(False, f"The last action only filled in a field, and the task asks to {verb[1].lower()}.")
     if not repeat:
         return None
-    seen = _words(" ".join(f"{e.get('action', '')} {e.get('target', '')}" for e in acted))
-    for match in QUOTED.finditer(task):
-        name = " ".join((match[1] or match[2]).split())
+    seen = _words(" ".join(f"{e.get('action', '')} {e.get('target', '')}" for e in acted)).casefold()
+    quoted = [_words(match[1] or match[2]) for match in QUOTED.finditer(task)]
+    # A label counts only as the page writes it (case and all), so that "no" in a sentence is not the No button.
+    labelled = [label for label in map(_words, page_view.element_labels(page)) if _named(label, task)]
+    for name in quoted + labelled:
         # A one-character name ("x", "+") is an icon more often than text: the element may say "Close".
-        if len(name) > 1 and not re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", seen):
+        if len(name) > 1 and not _named(name.casefold(), seen):
             return Verdict(False, f'No action acted on "{name[:80]}", which the task names.')
     return None
 
 
 def _words(text):
-    return " ".join(text.split()).casefold()
+    return " ".join(text.split())
+
+
+def _named(name, text):
+    """Is `name` in `text` as whole words?"""
+    return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None

@@ -307,8 +307,9 @@ class AgentLoop:
         checker = getattr(self.planner, "check_done", None)
         verdict = completion.rules(self.state.page_actions, None if checker else self.state.last, self.must_act)
         start = time.time()
+        page = self.state.last.text if self.state.last is not None else ""
         if verdict.done and checker is not None and (evidence := completion.evidence(
-                self.task, self.state.trace, repeat)) is not None:
+                self.task, self.state.trace, repeat, page)) is not None:
             verdict = evidence  # a model's judgement is not needed: the trace says what is missing
             self._trace_check(verdict, start)
         elif verdict.done and checker is not None:

@@ -20,6 +20,15 @@ def element_line(info):
     return f"[{info.get('index')}] <{info.get('tag', '')}> {info.get('label', '')}".rstrip()
 
 
+ELEMENT = re.compile(r"^\[\d+\]<(\w+)[^>]*>(.*)</\1>$")
+
+
+def element_labels(view):
+    """The labels of a page view's numbered elements (`[3]<button>No</button>` → No), ends trimmed of
+    punctuation."""
+    return [match[2].strip(" .,;:!?") for line in view.splitlines() if (match := ELEMENT.match(line))]
+
+
 def is_view(text):
     return text.startswith(HEADER) or f"\n{HEADER}" in text
 
