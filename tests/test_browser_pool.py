@@ -1,6 +1,7 @@
 """The warm browser pool (docs/browser-pool.md): pooled browsers give the same results as cold ones, each serves one
-task and shows it nothing of another's, a task's fence holds on them, a burst beyond the pool starts cold, a dead
-pooled browser is never handed out, and none is left after its worker is stopped or SIGKILLed."""
+task and shows it nothing of another's, waits with the recorder its task adopts, a task's fence holds on them, a burst
+beyond the pool starts cold, a dead pooled browser is never handed out, and none is left after its worker is stopped
+or SIGKILLed."""
 import os
 import re
 import signal
@@ -12,7 +13,7 @@ from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import submit, wait_for_status, wait_until
 from tests.processes import WorkerProcess
 from workers.browser.egress import our_proxies
-from workers.browser.pool import pool_root, ready_boxes
+from workers.browser.pool import _add_recorder, pool_root, ready_boxes
 
 pytestmark = pytest.mark.slow
 POOL_SIZE = 2
@@ -23,6 +24,10 @@ CHECK = """<html><head><title>Check</title><script src="/cached.js"></script></h
 SET = """<html><head><title>Set</title><script src="/cached.js"></script></head><body><p>set</p><script>
 localStorage.setItem("rd-left", "task one"); document.cookie = "rd_js=one; max-age=3600";
 history.pushState({}, "", "/set#pushed");</script></body></html>"""
+# The recorders the page runs (recording.js names its object __rd<random>): none, or which
+RECORDER = """<html><head><title>Recorder</title></head><body><p id="state"></p><script>
+document.getElementById("state").textContent = Object.getOwnPropertyNames(window).filter(function (name) {
+  return name.indexOf("__rd") === 0; }).join(",") || "none";</script></body></html>"""
 # chromedriver's blank first page, then the check page, in the default time zone of a task
 FRESH = "cookies=[] storage=0 history=2 cached=1 zone=America/Los_Angeles"
 
@@ -33,6 +38,7 @@ def pages():
         "/check": CHECK, "/set": (200, {"Set-Cookie": "rd_server=one; Max-Age=3600; Path=/"}, SET),
         "/cached.js": (200, {"Content-Type": "application/javascript", "Cache-Control": "max-age=3600"},
                        "window.cachedRuns = (window.cachedRuns || 0) + 1;"),
+        "/recorder": RECORDER,
         "/reach-out": "<html><head><title>Reach out</title></head><body><p>inside</p></body></html>",
         "/download": "<html><head><title>Download</title></head><body>"
                      "<a href='/reach-out' download='notes.html'>Get the notes</a></body></html>"})
@@ -121,6 +127,28 @@ def test_two_tasks_in_a_row_through_the_pool_see_nothing_of_each_other(client, a
     names = taken(pool_worker)[before:]
     assert len(names) == 2 and names[0] != names[1]
     assert [path for path, _ in pages.requests].count("/cached.js") >= 3  # fetched again by the second task
+
+
+def test_a_pooled_browser_waits_with_its_recorder_and_its_task_adopts_it(client, api_key, pages, pool_worker):
+    ready = wait_until(lambda: pool_full() and pooled_browsers(), what="the pool to fill", timeout=60)
+    names = {box.recorder["name"] for box in ready.values()}  # added while it waited, each under a name of its own
+    assert len(names) == POOL_SIZE and all(name.startswith("__rd") for name in names)
+    body = run(client, api_key, "\n".join(["/Operator", f"go to {pages.url('/recorder')}", "extract #state"]))
+    assert body["status"] == "success", body
+    assert body["response"]["text"] in names  # the first page ran the pool's recorder, and no other
+    recording = client.get(f"/fast/v2/remote-dispatch/responses/{body['requestId']}/recording",
+                           headers={"x-api-key": api_key}).get_json()
+    assert 2 in {e["type"] for e in recording["events"]}  # the first page's full snapshot
+    assert [m["action"] for m in recording["markers"]][:2] == ["go_to", "extract"]
+
+
+def test_with_recordings_off_a_pooled_browser_gets_no_recorder():
+    class NoCalls:
+        def execute(self, *args):
+            raise AssertionError(f"a WebDriver call: {args}")
+
+    assert _add_recorder({"RECORDINGS": False, "RRWEB_DIR": "/nowhere"}, NoCalls()) is None
+    assert _add_recorder({"RECORDINGS": True, "RRWEB_DIR": "/nowhere"}, NoCalls()) is None  # rrweb missing
 
 
 def test_a_fenced_task_on_a_pooled_browser_is_fenced(client, api_key, pages, pool_worker):

@@ -58,12 +58,13 @@ class BrowserEnvironment(Environment):
             return None
         if why_not := recording.available(config):
             log.info("task %s is not recorded: %s", self.task.id, why_not)
-            return None
-        try:
-            return recording.Recording(self.browser, config, config.get("TASK_TIMEOUT_SECONDS", 600))
-        except OSError:  # rrweb unreadable: a recording must never fail the task
-            log.warning("task %s is not recorded", self.task.id, exc_info=True)
-            return None
+        else:
+            try:
+                return recording.Recording(self.browser, config, config.get("TASK_TIMEOUT_SECONDS", 600))
+            except OSError:  # rrweb unreadable: a recording must never fail the task
+                log.warning("task %s is not recorded", self.task.id, exc_info=True)
+        recording.discard(self.browser)  # a pooled browser's recorder, added while it waited: none in the pages
+        return None
 
     def start_browser(self, task, should_stop, config):
         raise NotImplementedError
@@ -266,11 +267,11 @@ class BrowserEnvironment(Environment):
         return self._act(lambda: None)
 
     def do_click(self, target):
-        return self._act(lambda: self.browser.click(target), lambda info: f"clicked {_element(info)}")
+        return self._act(lambda: self.browser.click(target), lambda info: f"clicked {page_view.element_line(info)}")
 
     def do_type(self, target, text):
         # `text` holds real secret values here: the observation names the field, never the text.
-        return self._act(lambda: self.browser.type(target, text), lambda info: f"typed into {_element(info)}")
+        return self._act(lambda: self.browser.type(target, text), lambda info: f"typed into {page_view.element_line(info)}")
 
     def do_select(self, target, option):
         return self._act(lambda: self.browser.select(target, option),
@@ -284,7 +285,7 @@ class BrowserEnvironment(Environment):
                          lambda r: f"scrolled {direction} (at {'the end' if r.get('atEnd') else r.get('scrollY')})")
 
     def do_hover(self, target):
-        return self._act(lambda: self.browser.hover(target), lambda info: f"hovering over {_element(info)}")
+        return self._act(lambda: self.browser.hover(target), lambda info: f"hovering over {page_view.element_line(info)}")
 
     def do_wait_for(self, text, seconds=10):
         seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
@@ -333,8 +334,3 @@ class BrowserEnvironment(Environment):
             recordings.store(self.task.id, self.redact(events) if self.redact is not None else events)
         except Exception:  # a recording must never fail the task
             log.warning("task %s: the recording could not be stored", self.task.id, exc_info=True)
-
-
-def _element(info):
-    """An acted-on element as the model saw it in the view: [N] <tag> label."""
-    return f"[{info.get('index')}] <{info.get('tag', '')}> {info.get('label', '')}".rstrip()

@@ -18,6 +18,7 @@ from app.live import state as live_state
 from app.sandbox import box as sandbox, processes as sandbox_processes
 from app.sandbox.box import BrowserBox, HostUnavailable
 
+from . import recording
 from .base import BrowserUnavailable
 from .egress import HARDENING_ARGUMENTS
 from .kept_session import attach
@@ -73,6 +74,8 @@ class PooledBox:
     egress_dir: str
     egress_address: str
     time_zone: str
+    window_handle: str = ""  # its one tab's: the takeover needs no WebDriver call to learn it
+    recorder: dict = None  # {name, key, identifier} of the recorder its tab's documents get (None: not recorded)
 
     @property
     def downloads(self):
@@ -83,7 +86,8 @@ class PooledBox:
         return str(Path(self.directory) / "uploads")
 
     def alive(self):
-        """Its sandbox and its Chromium still run (two signals 0; WebDriver itself answers at the takeover)."""
+        """Its sandbox (which ends when its chromedriver does) and its Chromium still run: two signals 0, and the
+        takeover's only check (it makes no WebDriver call: its tab's handle was read by the pool)."""
         return sandbox_processes.alive(self.group) and sandbox_processes.alive(self.chromium_pid)
 
 
@@ -244,11 +248,12 @@ class BrowserPool:
             problem = sandbox.wait_for_driver(box.driver_url, proc)
             if problem:
                 raise RuntimeError(problem)
-            session_id = _new_session(config, box, egress.address)
+            session_id, handle, recorder = _new_session(config, box, egress.address)
             egress.wait_ready()
             pooled = PooledBox(directory=str(directory), driver_url=box.driver_url, session_id=session_id,
                                group=proc.pid, chromium_pid=_chromium_pid(box.profile), egress_dir=str(egress.directory),
-                               egress_address=egress.address, time_zone=DEFAULT_ZONE)
+                               egress_address=egress.address, time_zone=DEFAULT_ZONE, window_handle=handle,
+                               recorder=recorder)
         except Exception as exc:
             if proc is not None:
                 sandbox_processes.kill_group(proc.pid, grace=1)
@@ -270,8 +275,9 @@ class BrowserPool:
 
 
 def _new_session(config, box, proxy):
-    """The WebDriver session a task will drive: Chromium started on chromedriver's blank page, no page loaded.
-    Downloads go to the box's own folder (its policy says so too); a task's files are moved out at its end."""
+    """The WebDriver session a task will drive: Chromium started on chromedriver's blank page, no page loaded, and
+    its tab's recorder: (session id, window handle, recorder). Downloads go to the box's own folder (its policy says
+    so too); a task's files are moved out at its end."""
     options = chrome_options(window_size(config), config.get("BROWSER_LOCALE", "en-US"), proxy,
                              str(box.downloads), HARDENING_ARGUMENTS)
     options.binary_location = config["CHROMIUM_PATH"]
@@ -280,9 +286,23 @@ def _new_session(config, box, proxy):
     # A task's, set now: the takeover then costs one WebDriver call (SeleniumBrowser sets the same two).
     options.timeouts = {"pageLoad": int(config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30) * 1000), "script": 30000}
     driver = webdriver.Remote(command_executor=remote_connection(box.driver_url), options=options)
-    session_id = driver.session_id
-    driver.command_executor.close()
-    return session_id
+    try:
+        return driver.session_id, driver.current_window_handle, _add_recorder(config, driver)
+    finally:
+        driver.command_executor.close()
+
+
+def _add_recorder(config, driver):
+    """The task's recorder (workers/browser/recording.py), added to the tab's next documents now rather than at the
+    task's first action: a CDP call carrying rrweb's 77 KB source, off the task's path. Its names are drawn here and
+    are still secret (the tab has loaded no page). No deadline: the browser ends with its one task. None when
+    recordings are off here: no recorder in its pages, as in a cold browser's."""
+    if recording.available(config):
+        return None
+    name, key = recording.new_names()
+    added = driver.execute("executeCdpCommand", {"cmd": "Page.addScriptToEvaluateOnNewDocument", "params": {
+        "source": recording.recorder_source(config["RRWEB_DIR"], name, key, until=0)}})
+    return {"name": name, "key": key, "identifier": (added.get("value") or {}).get("identifier")}
 
 
 def _chromium_pid(profile):
@@ -293,8 +313,9 @@ def _chromium_pid(profile):
 
 
 class PooledBrowser(SeleniumBrowser):
-    """SeleniumBrowser over a claimed pooled box: the task's time zone per tab when it is not the pool's; at close
-    the browser, its sandbox, its egress proxy and its folder end, and its downloads move to `download_dir`."""
+    """SeleniumBrowser over a claimed pooled box: the task's time zone per tab when it is not the pool's; its tab's
+    recorder, added by the pool, for the task's Recording to adopt (`ready_recorder`); at close the browser, its
+    sandbox, its egress proxy and its folder end, and its downloads move to `download_dir`."""
 
     def __init__(self, pooled, *, label="", time_zone=None, download_dir=None, should_stop=lambda: False):
         self.pooled, self.label, self.remote_url = pooled, label, None
@@ -306,10 +327,12 @@ class PooledBrowser(SeleniumBrowser):
         self.zone_per_tab = bool(time_zone) and time_zone != pooled.time_zone
         self._closed = False
         self._history_tabs = {}
+        self.ready_recorder = dict(pooled.recorder, handle=pooled.window_handle) if pooled.recorder else None
         self.driver = None
         try:
             self.driver = attach(pooled.driver_url, pooled.session_id)  # its timeouts were set at its start
-            self._known_handles = list(self.driver.window_handles)
+            # The pool read the tab's handle (a ready.json of an older pool has none: asked here, as before).
+            self._known_handles = [pooled.window_handle] if pooled.window_handle else list(self.driver.window_handles)
             self._emulate(self._known_handles[-1])
         except (WebDriverException, OSError) as exc:
             log.warning("pooled browser %s did not answer at its takeover: destroyed, not used",

@@ -3,7 +3,7 @@
 // each page view, and at pagehide in the tab's sessionStorage for the next page of the same site. Password inputs
 // are masked by rrweb itself, before an event exists.
 (function (rrweb, name, key, until, maxEvents) {
-  if (window !== window.top || Object.getOwnPropertyDescriptor(window, name) || Date.now() > until) return;
+  if (window !== window.top || Object.getOwnPropertyDescriptor(window, name) || (until && Date.now() > until)) return;
   var events = [];
   try {
     var kept = sessionStorage.getItem(key);
@@ -14,8 +14,9 @@
     if (stopRecording) { stopRecording(); stopRecording = null; }
     clearTimeout(timer);
   }
-  // A page left recording after its run (a kept session's other tab) stops at the run's deadline.
-  var timer = setTimeout(stop, Math.max(0, until - Date.now()));
+  // A page left recording after its run (a kept session's other tab) stops at the run's deadline. A pooled browser's
+  // recorder has none (0): the browser ends with its run.
+  var timer = until ? setTimeout(stop, Math.max(0, until - Date.now())) : null;
   stopRecording = rrweb.record({
     emit: function (event) {
       events.push(event);

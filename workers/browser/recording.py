@@ -32,6 +32,33 @@ def available(config):
     return None
 
 
+def new_names():
+    """A recorder's (name, sessionStorage key), random per run: a page cannot guess them before the recorder exists."""
+    return f"__rd{secrets.token_hex(8)}", f"rd-recording-{secrets.token_hex(8)}"
+
+
+def recorder_source(rrweb_dir, name, key, until):
+    """The script each recorded document runs: rrweb and recording.js under `name` and `key`, recording until
+    `until` (ms since the epoch; 0: until the browser ends)."""
+    rrweb, bootstrap = _sources(rrweb_dir)
+    # The UMD bundle sees a local `module`, so rrweb never becomes a global of the page.
+    return (f"(function () {{ var module = {{exports: {{}}}}, exports = module.exports, define;\n{rrweb}\n;"
+            f"({bootstrap})(module.exports, {json.dumps(name)}, {json.dumps(key)}, {int(until)}, "
+            f"{MAX_PAGE_EVENTS}); }})();")
+
+
+def discard(browser):
+    """A run that is not recorded removes the recorder its pooled browser's tab got while waiting: none in its pages."""
+    ready = getattr(browser, "ready_recorder", None)
+    if not ready or not ready.get("identifier"):
+        return
+    try:
+        browser.driver.execute("executeCdpCommand", {"cmd": "Page.removeScriptToEvaluateOnNewDocument",
+                                                     "params": {"identifier": ready["identifier"]}})
+    except WebDriverException as exc:
+        log.info("recording: could not remove the pooled browser's recorder: %s", _first_line(exc))
+
+
 class Recording:
     """rrweb events of one run. The recorder's name is random per run, so a page cannot guess it before it
     exists; whatever a page sends back is still checked (JSON, a list of events, within `max_bytes`)."""
@@ -39,17 +66,18 @@ class Recording:
     def __init__(self, browser, config, seconds):
         self.driver = browser.driver
         self.max_bytes = int(config.get("RECORDING_MAX_BYTES", 50 * 1024 * 1024))
-        rrweb, bootstrap = _sources(config["RRWEB_DIR"])
-        self.name, key = f"__rd{secrets.token_hex(8)}", f"rd-recording-{secrets.token_hex(8)}"
         self.started_ms = int(time.time() * 1000)
-        until = self.started_ms + int(seconds * 1000)
-        # The UMD bundle sees a local `module`, so rrweb never becomes a global of the page.
-        self.source = (f"(function () {{ var module = {{exports: {{}}}}, exports = module.exports, define;\n{rrweb}\n;"
-                       f"({bootstrap})(module.exports, {json.dumps(self.name)}, {json.dumps(key)}, {until}, "
-                       f"{MAX_PAGE_EVENTS}); }})();")
+        self.scripts = {}  # window handle → CDP script id
+        ready = getattr(browser, "ready_recorder", None)
+        if ready:  # a pooled browser's tab got it while it waited (workers/browser/pool.py): adopted, not added again
+            self.name, key, until = ready["name"], ready["key"], 0
+            self.scripts[ready["handle"]] = ready["identifier"]
+        else:
+            (self.name, key), until = new_names(), self.started_ms + int(seconds * 1000)
+        self.source = recorder_source(config["RRWEB_DIR"], self.name, key, until)  # for the run's other tabs
         # Run on its own (pull) or after each page view's read, in the same WebDriver call (take).
         self.drain_script = f"var r = window[{json.dumps(self.name)}]; return r ? r.drain() : null;"
-        self.events, self.size, self.full, self.scripts = [], 0, False, {}  # window handle → CDP script id
+        self.events, self.size, self.full = [], 0, False
         # Set by the environment when the tab shows a new browser's blank first page: nothing there to record, so the
         # recorder is only added for the tab's next documents (running rrweb in this one costs a WebDriver call of
         # its whole source: a fifth of a second, before the task's first page).
@@ -57,7 +85,8 @@ class Recording:
 
     def mark(self, mark):
         """A step marker ({step, action}) at this moment, kept here (no page call: the page's events come with the
-        page views). The first adds the recorder to the tab: to its next documents, and to the page it shows."""
+        page views). The first adds the recorder to the tab (to its next documents, and to the page it shows), unless
+        the tab has it already (a pooled browser's, added while it waited)."""
         if self.full:
             return
         if not self.scripts:  # the run's first action: the tab gets its recorder (the page it shows too, unless blank)
