@@ -54,8 +54,7 @@ def names_a_page(agent, first_message):
 def gives_a_url(first_message):
     """Does the prompt itself give a URL (the agent must open it: an answer with no action cannot be done)? A task
     that only starts on a page (a kept session's, a window's) may be answered from the page view it was shown."""
-    text = first_message if isinstance(first_message, str) else ""
-    return bool(URL.search(text.partition(page_view.START_PAGE)[0]))
+    return bool(URL.search(task_words(first_message)))
 
 
 def acted_on_the_page(action):
