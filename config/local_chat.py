@@ -117,13 +117,14 @@ def chat(llama, messages, tools=None, functions=None, tool_choice=None, max_toke
     prompt = render(messages, tools)
     budget = max_tokens if max_tokens and max_tokens > 0 else 512
     temperature = float(TEMPERATURE) if TEMPERATURE else temperature
-    used = {"prompt": 0, "completion": 0}
+    used = {"prompt": 0, "completion": 0, "cut": False}
 
     def complete(text, grammar=None, tokens=budget, stops=("<|im_end|>",)):
         result = llama.create_completion(prompt=text, max_tokens=tokens, temperature=temperature,
                                          stop=list(stops) + list(stop or ()), grammar=grammar)
         used["prompt"] = used["prompt"] or result["usage"]["prompt_tokens"]
         used["completion"] += result["usage"]["completion_tokens"]
+        used["cut"] = result["choices"][0]["finish_reason"] == "length"  # the last part ran out of max_tokens
         return result["choices"][0]["text"]
 
     content, calls = None, []
@@ -152,7 +153,7 @@ def chat(llama, messages, tools=None, functions=None, tool_choice=None, max_toke
     return {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
             "model": getattr(llama, "model_path", NAME),
             "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
+                         "finish_reason": "length" if used["cut"] else "tool_calls" if calls else "stop"}],
             "usage": {"prompt_tokens": used["prompt"], "completion_tokens": used["completion"],
                       "total_tokens": used["prompt"] + used["completion"]}}
 

@@ -18,7 +18,7 @@ from tests.llm_server import ScriptedModel, tool_call
 from tests.local_model import LocalModel
 from tests.page_server import PageServer
 from tests.test_cloud_browser import HOME, LOGIN, no_browser_left, ours
-from workers.agent.actions import Action
+from workers.agent.actions import STRING, Action, PlannerError, Tool, params
 from workers.agent.conversation import Conversation
 from workers.agent.loop import RunState
 from workers.planners import Brief
@@ -71,13 +71,20 @@ def assert_sound(model, body, prior_credits=0.0, prior_actions=0, prior_entries=
     for entry in trace:
         assert {"url", "action", "startTs", "endTs", "durationMs"} <= set(entry), entry
         assert entry["startTs"] <= entry["endTs"] and entry["durationMs"] >= 0
-    for exchange in exchanges:  # an element is named by its number: one of the latest page view's when one was shown
+    for i, exchange in enumerate(exchanges):  # an element is named by its number: one of the latest page view's
         offered = {t["function"]["name"]: t["function"]["parameters"]["properties"].get("target") or {}
                    for t in json.loads(exchange["raw"]).get("tools") or ()}
         parameters = {t["function"]["name"]: t["function"]["parameters"]["properties"]
                       for t in json.loads(exchange["raw"]).get("tools") or ()}
-        for call in exchange["response"]["choices"][0]["message"].get("tool_calls") or ():
-            arguments = json.loads(call["function"]["arguments"])
+        choice = exchange["response"]["choices"][0]
+        for call in choice["message"].get("tool_calls") or ():
+            try:
+                arguments = json.loads(call["function"]["arguments"])
+            except ValueError:  # the grammar's JSON, cut short by max_tokens: never run, and the model hears why
+                assert choice["finish_reason"] == "length", choice
+                heard = f"The arguments of {call['function']['name']} are not valid JSON"
+                assert heard in (exchanges[i + 1]["raw"] if i + 1 < len(exchanges) else body["response"]["text"])
+                continue
             for name, schema in parameters[call["function"]["name"]].items():  # an enum's value is one offered
                 if name in arguments and "enum" in schema:  # (the completion check's "yes"/"no" too)
                     assert arguments[name] in schema["enum"], (call, schema)
@@ -250,6 +257,26 @@ def test_the_completion_check_fits_a_small_context_with_a_page_view_and_answers_
     usage = exchange["response"]["usage"]
     assert usage["prompt_tokens"] + MAX_TOKENS <= CHECK_CONTEXT, usage  # the check, with the page view, fits
     assert verdict.tokens == usage["total_tokens"] == planner.tokens_used()
+
+
+def test_a_call_cut_short_by_max_tokens_is_reported_as_cut_and_never_run(app, model):
+    # What CI once met: the 135M model filled its reply with an endless selector, and max_tokens cut the
+    # grammar's JSON short. The server says "length"; the planner runs nothing of it and tells the model why.
+    model.clear()
+    prompt = "Open the heron page."
+    go_to = Tool("go_to", "Open a URL.", params(["url"], url=STRING))
+    planner = ChatPlanner(Brief(prompt=prompt, agent="web", tools=[go_to]), {
+        **app.config, "LLM_BASE_URL": model.base_url, "LLM_MODEL": MODEL, "LLM_MAX_TOKENS": 2,
+        "LLM_TIMEOUT_SECONDS": WAIT, "LLM_MAX_RETRIES": 0})
+    with pytest.raises(PlannerError, match="malformed tool calls 2 times in a row: The arguments of go_to are not"):
+        planner.next_action(RunState(Conversation.begin([], prompt)))
+    first, second = [e for e in model.recorded() if e["path"].endswith("/chat/completions")]
+    for exchange in (first, second):
+        [choice] = exchange["response"]["choices"]
+        assert choice["finish_reason"] == "length", choice
+        with pytest.raises(ValueError):
+            json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"])
+    assert "The arguments of go_to are not valid JSON" in second["raw"]
 
 
 def _submit(client, api_key, body):
