@@ -61,3 +61,31 @@ def test_a_repeat_needs_an_action_on_each_element_the_task_names_by_its_label():
     # the page writes them).
     assert evidence(task, clicks + [step('click "4"', "[4] <button> Submit")], repeat=True, page=page) is None
     assert evidence("select zrliee", [step('click "1"', "[1] <input> UT")], repeat=True, page=page) is None
+
+
+def test_a_task_that_asks_to_drag_or_draw_is_not_done_by_clicks():
+    clicks = [step('click "1"', "[1] <div> box"), step('click "2"', "[2] <button> Submit")]
+    for task, verb in (("Drag the smaller box into the larger box.", "drag"),
+                       ("Draw a circle centered around the marked point by dragging the mouse.", "draw"),
+                       ("Draw a vertical line that runs through the dot, then press submit.", "draw")):
+        verdict = evidence(task, clicks, repeat=False)
+        assert not verdict.done and verdict.reason == (
+            f"The task asks to {verb}, and no action of this agent drags or draws.")
+    # Not a gesture: a drop-down, a number drawn by ticking boxes, a button labelled Drag, a file dropped in by the
+    # upload action.
+    assert evidence("Choose Blue from the drop-down.", clicks, repeat=False) is None
+    assert evidence('Draw the number "7" in the checkboxes and press Submit.', clicks, repeat=False) is None
+    page = 'URL: http://127.0.0.1/\nTitle: Moves\n[1]<button>Drag</button>'
+    assert evidence("Press Drag.", [step('click "1"', "[1] <button> Drag")], repeat=False, page=page) is None
+    assert evidence("Drop the report into the box.", [step('upload report.pdf into "3"', "[3] <input>")],
+                    repeat=False) is None
+
+
+def test_a_repeat_of_one_action_does_not_do_a_task_of_steps():
+    task = "Find and click on the center of the circle, then press submit."
+    submit = step('click "4"', "[4] <button> submit")
+    assert evidence(task, [submit, submit], repeat=True).reason == (
+        "The task asks for steps in order (“… then …”), and one action was all that was done.")
+    assert evidence(task, [step('click "3"', "[3] <circle>"), submit, submit], repeat=True) is None
+    assert evidence("Click on the submit button.", [submit, submit], repeat=True) is None
+    assert evidence(task, [submit], repeat=False) is None  # an answer: the model's check judges it

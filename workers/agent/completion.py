@@ -15,6 +15,13 @@ SUBMITS = re.compile(r"\b(press|click|submit|send|search|sign(?:s|ing)? in|log(?
 # A task that asks for something to be done on a page, not only read off it: no action, not done.
 ACTS = re.compile(r"\b(click|press|tap|enter|type|fill|select|choose|check|uncheck|tick|submit|send|search|close|"
                   r"open|focus|drag|scroll|hover|upload|sign(?:s|ing)? in|log(?:s|ging)? ?in)\b", re.I)
+# A task that asks for a pointer gesture the web agent's actions cannot make (they click, type, choose, press keys
+# and scroll), unless the word is a label of the page ("Drag" on a button): dragging, dropping (not a "drop-down"),
+# drawing a figure (not "draw the number in the checkboxes", which clicks do).
+GESTURES = re.compile(r"\b(drag|drop)(?![\w-])|\b(draw)\s+(?:an?|the)\s+(?:\w+\s+)?"
+                      r"(?:line|circle|curve|shape|figure|square|rectangle|triangle)", re.I)
+# A task of steps in order ("Find the midpoint, then press submit"): one action, repeated, did not do it.
+THEN = re.compile(r"\bthen\b", re.I)
 FILLS = ("type ", "select ")  # trace lines of actions that fill in a field and submit nothing
 # Trace lines of steps that do nothing on a page (OFF_THE_PAGE as workers/agent/actions.py describes them), and of
 # the loop's own entries (a wait for the model).
@@ -81,10 +88,16 @@ def evidence(task, trace, repeat, page=""):
     - on a repeat (no answer given: the actions are all the evidence), the task names something that no action
       acted on, typed or chose: a name in quotes ('Click on the "ok" button' after a click on Cancel), or the
       label of one of the page's elements (`page`, the latest page view), as the page writes it ('Select ZrLIee
-      and click Submit')."""
+      and click Submit');
+    - the task asks to drag, drop or draw a figure, which no action of the web agent does;
+    - on a repeat, the task asks for steps in order ("… then …") and a single action was all the trace holds."""
     acted = [e for e in trace if "startTs" in e and "check" not in e and "by" not in e and "takeover" not in e
              and not e.get("running") and not e.get("failed")
              and not str(e.get("action", "")).startswith(OFF_THE_PAGE_LINES)]
+    labels = page_view.element_labels(page)
+    if (gesture := GESTURES.search(task)) and (verb := gesture[1] or gesture[2]) not in labels \
+            and not any(str(e.get("action", "")).startswith("upload") for e in acted):  # a file dropped in
+        return Verdict(False, f"The task asks to {verb.lower()}, and no action of this agent drags or draws.")
     if not acted:
         verb = ACTS.search(task)
         return verb and Verdict(False, f"No action was taken on the page, and the task asks to {verb[1].lower()}.")
@@ -92,10 +105,13 @@ def evidence(task, trace, repeat, page=""):
         return Verdict(False, f"The last action only filled in a field, and the task asks to {verb[1].lower()}.")
     if not repeat:
         return None
+    done = {f"{e.get('action', '')} {e.get('target', '')}" for e in acted}
+    if len(done) == 1 and THEN.search(task):
+        return Verdict(False, "The task asks for steps in order (“… then …”), and one action was all that was done.")
     seen = _words(" ".join(f"{e.get('action', '')} {e.get('target', '')}" for e in acted)).casefold()
     quoted = [_words(match[1] or match[2]) for match in QUOTED.finditer(task)]
     # A label counts only as the page writes it (case and all), so that "no" in a sentence is not the No button.
-    labelled = [label for label in map(_words, page_view.element_labels(page)) if _named(label, task)]
+    labelled = [label for label in map(_words, labels) if _named(label, task)]
     for name in quoted + labelled:
         # A one-character name ("x", "+") is an icon more often than text: the element may say "Close".
         if len(name) > 1 and not _named(name.casefold(), seen):
