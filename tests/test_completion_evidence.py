@@ -82,10 +82,27 @@ def test_a_task_that_asks_to_drag_or_draw_is_not_done_by_clicks():
 
 
 def test_a_repeat_of_one_action_does_not_do_a_task_of_steps():
-    task = "Find and click on the center of the circle, then press submit."
     submit = step('click "4"', "[4] <button> submit")
-    assert evidence(task, [submit, submit], repeat=True).reason == (
-        "The task asks for steps in order (“… then …”), and one action was all that was done.")
-    assert evidence(task, [step('click "3"', "[3] <circle>"), submit, submit], repeat=True) is None
+    for task in ("Find and click on the center of the circle, then press submit.",
+                 "Expand the section below and click submit.", "Select all the shades of blue and press Submit."):
+        assert evidence(task, [submit, submit], repeat=True).reason == (
+            "The task asks for more than one step, and one action was all that was done."), task
+        assert evidence(task, [step('click "3"', "[3] <circle>"), submit, submit], repeat=True) is None
+        assert evidence(task, [submit], repeat=False) is None  # an answer: the model's check judges it
     assert evidence("Click on the submit button.", [submit, submit], repeat=True) is None
-    assert evidence(task, [submit], repeat=False) is None  # an answer: the model's check judges it
+    assert evidence("Select nothing and click Submit.", [submit, submit], repeat=True) is None  # one step is no-op
+
+
+def test_a_repeat_that_only_opened_the_page_or_answered_nothing_is_not_done():
+    opened = [step("go to http://127.0.0.1/book"), step("go to http://127.0.0.1/book")]
+    for task in ("Book the shortest flight to Lyon.", "Enter 7:55 PM as the time and press submit.",
+                 "Keep the mouse hovered over the colored square."):
+        assert evidence(task, opened, repeat=True).reason == (
+            "The actions only opened, scrolled or read the page, and the task asks for more."), task
+    assert evidence("Go to http://127.0.0.1/book", opened, repeat=True) is None  # opening it was the task
+    assert evidence("Open the bookings and scroll down.", opened + [step("scroll down")], repeat=True) is None
+    # A question is answered by `answer`: a repeat gives none. Nor do waits, again and again.
+    assert evidence("Open the bookings: how many are there?", opened, repeat=True).reason == (
+        "The task asks a question, and no answer was given.")
+    assert evidence("How many large rectangles are there?", [step("wait 24 s"), step("wait 24 s")],
+                    repeat=True).reason == "No action was taken on the page, and no answer was given."

@@ -20,8 +20,16 @@ ACTS = re.compile(r"\b(click|press|tap|enter|type|fill|select|choose|check|unche
 # drawing a figure (not "draw the number in the checkboxes", which clicks do).
 GESTURES = re.compile(r"\b(drag|drop)(?![\w-])|\b(draw)\s+(?:an?|the)\s+(?:\w+\s+)?"
                       r"(?:line|circle|curve|shape|figure|square|rectangle|triangle)", re.I)
-# A task of steps in order ("Find the midpoint, then press submit"): one action, repeated, did not do it.
-THEN = re.compile(r"\bthen\b", re.I)
+# A task of more than one step ("Find the midpoint, then press submit", "Expand the section and click submit"):
+# one action, repeated, did not do it, unless a step asks for nothing ("Select nothing and click Submit").
+STEPS = re.compile(r"\bthen\b|\band\s+(?:then\s+)?(?:click|press|hit|tap|submit)\b", re.I)
+NOTHING = re.compile(r"\b(?:nothing|none)\b", re.I)
+# A task that asks a question: a repeat gives no answer to it.
+QUESTION = re.compile(r"\?|\btell (?:me|us)\b", re.I)
+# A task that asks to open a page (or scroll it), which opening it does; and the trace lines of actions that only
+# open, scroll or read a page.
+OPENS = re.compile(r"\b(?:open|go to|visit|navigate to|load|scroll)\b", re.I)
+LOOKS = ("go to ", "go back", "scroll ", "switch to tab", "read page", "extract ", "wait for ")
 FILLS = ("type ", "select ")  # trace lines of actions that fill in a field and submit nothing
 # Trace lines of steps that do nothing on a page (OFF_THE_PAGE as workers/agent/actions.py describes them), and of
 # the loop's own entries (a wait for the model).
@@ -82,15 +90,18 @@ def evidence(task, trace, repeat, page=""):
     """What the trace shows against a model's run being done (a Verdict), or None. Small models answer without
     acting, click the wrong element or type without submitting, then repeat themselves as if done; these rules
     need no judge:
+    - the task asks to drag, drop or draw a figure, which no action of the web agent does;
     - the task asks for something to be done (click, enter, select …) and no action was taken on the page (a
       task that only starts on a page may be answered from it, unless it asks for that);
-    - the task asks to press, click or submit, and the last action on the page only filled a field;
-    - on a repeat (no answer given: the actions are all the evidence), the task names something that no action
-      acted on, typed or chose: a name in quotes ('Click on the "ok" button' after a click on Cancel), or the
-      label of one of the page's elements (`page`, the latest page view), as the page writes it ('Select ZrLIee
-      and click Submit');
-    - the task asks to drag, drop or draw a figure, which no action of the web agent does;
-    - on a repeat, the task asks for steps in order ("… then …") and a single action was all the trace holds."""
+    - the task asks to press, click or submit, and the last action on the page only filled a field.
+    On a repeat (no answer given: the actions are all the evidence), also:
+    - nothing was done on the page (a wait, again and again), or the task asks a question (a repeat answers none);
+    - the actions only opened, scrolled or read the page, and the task asks for more than that;
+    - the task names something that no action acted on, typed or chose: a name in quotes ('Click on the "ok"
+      button' after a click on Cancel), or the label of one of the page's elements (`page`, the latest page view),
+      as the page writes it ('Select ZrLIee and click Submit');
+    - the task has more than one step ("… then …", "… and click submit") and one action, done again and again,
+      is all the trace holds."""
     acted = [e for e in trace if "startTs" in e and "check" not in e and "by" not in e and "takeover" not in e
              and not e.get("running") and not e.get("failed")
              and not str(e.get("action", "")).startswith(OFF_THE_PAGE_LINES)]
@@ -98,6 +109,8 @@ def evidence(task, trace, repeat, page=""):
     if (gesture := GESTURES.search(task)) and (verb := gesture[1] or gesture[2]) not in labels \
             and not any(str(e.get("action", "")).startswith("upload") for e in acted):  # a file dropped in
         return Verdict(False, f"The task asks to {verb.lower()}, and no action of this agent drags or draws.")
+    if not acted and repeat:  # a wait or a clock read again and again
+        return Verdict(False, "No action was taken on the page, and no answer was given.")
     if not acted:
         verb = ACTS.search(task)
         return verb and Verdict(False, f"No action was taken on the page, and the task asks to {verb[1].lower()}.")
@@ -105,9 +118,12 @@ def evidence(task, trace, repeat, page=""):
         return Verdict(False, f"The last action only filled in a field, and the task asks to {verb[1].lower()}.")
     if not repeat:
         return None
-    done = {f"{e.get('action', '')} {e.get('target', '')}" for e in acted}
-    if len(done) == 1 and THEN.search(task):
-        return Verdict(False, "The task asks for steps in order (“… then …”), and one action was all that was done.")
+    if QUESTION.search(task):
+        return Verdict(False, "The task asks a question, and no answer was given.")
+    looked = all(str(e.get("action", "")).startswith(LOOKS) for e in acted)
+    more = [verb for verb in ACTS.findall(task) if verb.lower() not in ("open", "scroll")]
+    if looked and (more or not OPENS.search(task)):
+        return Verdict(False, "The actions only opened, scrolled or read the page, and the task asks for more.")
     seen = _words(" ".join(f"{e.get('action', '')} {e.get('target', '')}" for e in acted)).casefold()
     quoted = [_words(match[1] or match[2]) for match in QUOTED.finditer(task)]
     # A label counts only as the page writes it (case and all), so that "no" in a sentence is not the No button.
@@ -116,6 +132,9 @@ def evidence(task, trace, repeat, page=""):
         # A one-character name ("x", "+") is an icon more often than text: the element may say "Close".
         if len(name) > 1 and not _named(name.casefold(), seen):
             return Verdict(False, f'No action acted on "{name[:80]}", which the task names.')
+    if len({f"{e.get('action', '')} {e.get('target', '')}" for e in acted}) == 1 and STEPS.search(task) \
+            and not NOTHING.search(task):  # the same action on the same element
+        return Verdict(False, "The task asks for more than one step, and one action was all that was done.")
     return None
 
 
