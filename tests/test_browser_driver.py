@@ -40,6 +40,13 @@ SECOND = """<html><head><title>Second</title></head><body><h1>Second tab</h1></b
 BIG = ("<html><head><title>Catalogue</title></head><body><h1>Catalogue</h1>"
        + "".join(f"<div><a href='/item/{i}'>Item {i}</a> <span>costs {i} euros</span></div>" for i in range(7000))
        + "</body></html>")
+# A shape of an SVG drawing (no click() of its own, as MiniWoB's pie menu has) under a clear layer that takes the
+# pointer: the native click is intercepted, and page.js clicks instead.
+SHAPES = """<html><head><title>Shapes</title></head><body>
+<svg width="300" height="300"><circle id="dot" cx="150" cy="150" r="60" fill="teal" style="cursor:pointer"
+ onclick="out.textContent = 'dot clicked'"></circle></svg>
+<div style="position:absolute; left:0; top:0; width:400px; height:400px; opacity:0"></div>
+<p id="out"></p></body></html>"""
 CASES = """<html><head><title>Cases</title></head><body>
 <a href="#lower" onclick="out.textContent = 'the lower-case one'">eget</a>
 <a href="#upper" onclick="out.textContent = 'the capitalised one'">Eget</a>
@@ -52,7 +59,7 @@ CASES = """<html><head><title>Cases</title></head><body>
 @pytest.fixture(scope="module")
 def pages():
     server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD, "/big": BIG,
-                         "/cases": CASES})
+                         "/cases": CASES, "/shapes": SHAPES})
     yield server
     server.close()
 
@@ -163,6 +170,12 @@ def test_click_by_number_text_selector_in_frames_and_shadow_roots(browser):
         browser.click("Checkout")
     with pytest.raises(BrowserError, match=r"No element \[999\] on this page"):
         browser.click("999")
+
+
+def test_a_shape_of_a_drawing_is_clicked_even_under_a_layer_that_takes_the_pointer(browser, pages):
+    browser.open(pages.url("/shapes"))
+    browser.click("#dot")
+    assert browser.extract("#out") == ["dot clicked"]
 
 
 def test_keys_hover_scroll_wait_and_upload(browser, tmp_path):

@@ -57,7 +57,7 @@
  */
 (function () {
   "use strict";
-  var VERSION = "2";
+  var VERSION = "3";
   if (window.__remoteDispatch && window.__remoteDispatch.version === VERSION) return;
 
   var INDEX = "data-rd-index";
@@ -547,7 +547,8 @@
         mouse(el, ["pointerover", "mouseover", "pointerdown", "mousedown"]);
         if (el.focus) el.focus();
         mouse(el, ["pointerup", "mouseup"]);
-        el.click();
+        if (typeof el.click === "function") el.click();
+        else mouse(el, ["click"]);  // an SVG shape has no click(): the event a pointer would fire
         return null;
       });
     },
