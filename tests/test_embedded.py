@@ -124,6 +124,16 @@ def test_make_run_listens_on_loopback_only_with_its_own_control_socket(embedded_
     assert "one web process" in output and output.count("Booting worker") == 1
 
 
+def test_make_run_shows_the_tasks_it_runs_not_the_routine_sweeps(embedded_stack):
+    base, key, _ = embedded_stack
+    _run(base, key, {"prompt": "answer Hello", "executionMode": "cloud"})
+    time.sleep(5)  # the sweeps run every 2 s here: several rounds of them
+    output = Path(RUN['log']).read_text()
+    assert "beat: Starting" in output and re.search(r"Task workers\.run_task\[\S+\] succeeded", output)
+    for line in ("Sending due task", "workers.sweep_undispatched[", "workers.reap_browsers["):
+        assert line not in output, line
+
+
 def _poll_until_over(base, headers, request_id, timeout=90):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,4 +1,6 @@
 """The Celery app bound to the Flask app; `celery -A workers` finds `app` here."""
+import logging
+
 from celery import signals
 
 from app import create_app
@@ -22,6 +24,26 @@ app.conf.beat_schedule = {
 }
 
 from workers import shutdown, tasks  # noqa: E402,F401  (registers the tasks and the stop signals)
+
+
+class _QuietSweeps(logging.Filter):
+    """Celery's INFO lines for the beat's routine sweeps (sent, received, succeeded: 18 lines every
+    SWEEP_INTERVAL_SECONDS) would be most of what `make run` prints. They are dropped; a sweep that does something
+    logs a line of its own (workers/sweeps.py), and a failing one still logs its error."""
+
+    routine = frozenset(entry["task"] for entry in app.conf.beat_schedule.values())
+
+    def filter(self, record):
+        if record.levelno > logging.INFO:
+            return True
+        data = getattr(record, "data", None)  # the worker's "received" and "succeeded" lines
+        name = data.get("name") if isinstance(data, dict) else (  # the beat's "Sending due task %s (%s)"
+            record.args[1] if isinstance(record.args, tuple) and len(record.args) == 2 else None)
+        return name not in self.routine
+
+
+for _name in ("celery.beat", "celery.worker.strategy", "celery.app.trace"):
+    logging.getLogger(_name).addFilter(_QuietSweeps())
 
 
 @signals.worker_process_init.connect
