@@ -81,10 +81,19 @@ def _literal(text):
     return json.dumps(text)
 
 
+# A JSON string's character: no raw control character (a newline must be written \n). llama-cpp-python's converter
+# lets any character but `"` and `\` through, so the 135M model once wrote a selector with raw newlines in it.
+JSON_CHAR = llama_grammar.BuiltinRule(
+    r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])', [])
+
+
 class _Converter(llama_grammar.SchemaConverter):
-    """llama-cpp-python's JSON Schema → grammar converter, which ignores a number's bounds: a non-negative
-    integer or number with a `maximum` gets at most as many digits as the maximum has (an element number, not a
-    16-digit run; `wait`'s seconds, not 240 of them)."""
+    """llama-cpp-python's JSON Schema → grammar converter, with two fixes: a string's characters are JSON's
+    (JSON_CHAR), and a non-negative integer or number with a `maximum` gets at most as many digits as the maximum
+    has (an element number, not a 16-digit run; `wait`'s seconds, not 240 of them), where it ignored the bounds."""
+
+    def _add_primitive(self, name, rule):
+        return super()._add_primitive(name, JSON_CHAR if name == "char" else rule)
 
     def visit(self, schema, name):
         maximum, minimum = schema.get("maximum"), schema.get("minimum")

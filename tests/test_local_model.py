@@ -80,8 +80,7 @@ def assert_sound(model, body, prior_credits=0.0, prior_actions=0, prior_entries=
         for call in choice["message"].get("tool_calls") or ():
             try:
                 arguments = json.loads(call["function"]["arguments"])
-            except ValueError:  # the grammar's JSON, cut short by max_tokens: never run, and the model hears why
-                assert choice["finish_reason"] == "length", choice
+            except ValueError:  # e.g. the grammar's JSON cut short by max_tokens: never run, and the model hears why
                 heard = f"The arguments of {call['function']['name']} are not valid JSON"
                 assert heard in (exchanges[i + 1]["raw"] if i + 1 < len(exchanges) else body["response"]["text"])
                 continue
@@ -277,6 +276,22 @@ def test_a_call_cut_short_by_max_tokens_is_reported_as_cut_and_never_run(app, mo
         with pytest.raises(ValueError):
             json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"])
     assert "The arguments of go_to are not valid JSON" in second["raw"]
+
+
+def test_the_arguments_grammar_keeps_raw_control_characters_out_of_strings():
+    # llama-cpp-python's converter let a raw newline into a JSON string, and CI met a selector with newlines in
+    # it. Asked for lines of a poem at temperature 0, the model now writes one valid JSON string.
+    from llama_cpp import Llama
+
+    from config.local_chat import arguments_grammar
+    from config.local_model import gguf_path
+
+    llm = Llama(model_path=gguf_path(), n_ctx=512, verbose=False)
+    grammar = arguments_grammar({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    prompt = "<|im_start|>user\nWrite a four-line poem, one line per line.<|im_end|>\n<|im_start|>assistant\n"
+    choice = llm.create_completion(prompt, max_tokens=60, temperature=0, grammar=grammar)["choices"][0]
+    assert not re.search(r"[\x00-\x1f]", choice["text"]), choice
+    assert choice["finish_reason"] == "length" or json.loads(choice["text"])["text"], choice
 
 
 def _submit(client, api_key, body):
