@@ -124,7 +124,8 @@ def evidence(task, trace, repeat, page=""):
     more = [verb for verb in ACTS.findall(task) if verb.lower() not in ("open", "scroll")]
     if looked and (more or not OPENS.search(task)):
         return Verdict(False, "The actions only opened, scrolled or read the page, and the task asks for more.")
-    seen = _words(" ".join(f"{e.get('action', '')} {e.get('target', '')}" for e in acted)).casefold()
+    lines = [f"{e.get('action', '')} {e.get('target', '')}" for e in acted]  # what each action did, to what
+    seen = _words(" ".join(lines)).casefold()
     quoted = [_words(match[1] or match[2]) for match in QUOTED.finditer(task)]
     # A label counts only as the page writes it (case and all), so that "no" in a sentence is not the No button.
     labelled = [label for label in map(_words, labels) if _named(label, task)]
@@ -132,8 +133,7 @@ def evidence(task, trace, repeat, page=""):
         # A one-character name ("x", "+") is an icon more often than text: the element may say "Close".
         if len(name) > 1 and not _named(name.casefold(), seen):
             return Verdict(False, f'No action acted on "{name[:80]}", which the task names.')
-    if len({f"{e.get('action', '')} {e.get('target', '')}" for e in acted}) == 1 and STEPS.search(task) \
-            and not NOTHING.search(task):  # the same action on the same element
+    if len(set(lines)) == 1 and STEPS.search(task) and not NOTHING.search(task):  # one action on one element
         return Verdict(False, "The task asks for more than one step, and one action was all that was done.")
     return None
 
