@@ -170,15 +170,17 @@ bench-profile: $(STAMP)
 
 ## MiniWoB++ through the API (bench/miniwob.py; docs/evaluation-results.md): EVAL_ARGS="--tasks all --seeds 1
 ## --planner steps ..."; the planner is LLM_BASE_URL/LLM_MODEL/LLM_API_KEY when set, else the bundled SmolLM2-135M.
+## EVAL_ARGS="--language de": the task texts translated by the fixed table bench/translations/de.json.
 EVAL_SERVICES := TEST_DB=remote_dispatch_eval TEST_VHOST=rd_eval bash tests/ensure_services.sh
 eval: $(STAMP) $(LLM_STAMP) $(EVAL_STAMP) browser
 	$(EVAL_SERVICES)
 	$(BIN)/python -m bench.miniwob $(EVAL_ARGS)
 
-## The extension's copy of the one page script (DESIGN.md §6); tests/test_extension_files.py fails when they differ.
-extension: extension/page.js
-extension/page.js: workers/browser/page.js
-	cp workers/browser/page.js extension/page.js
+## The extension's page.js is a symbolic link to the one page script, workers/browser/page.js (DESIGN.md §6): no copy to
+## keep in step. This checks the link (a checkout without symbolic links has a file holding the path instead).
+extension:
+	@test "$$(readlink extension/page.js)" = ../workers/browser/page.js \
+	  || { echo "extension/page.js is not the symbolic link to ../workers/browser/page.js (git config core.symlinks true)"; exit 1; }
 
 openapi: $(STAMP)
 	$(BIN)/remote-dispatch openapi write openapi.json

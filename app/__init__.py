@@ -16,6 +16,8 @@ def create_app(overrides=None):
     from .extensions import db
     from .files.routes import blp as files_blp
     from .live.routes import blp as live_blp, pages as live_pages
+    from .profiles.routes import blp as profiles_blp
+    from .sessions.cdp_web import pages as cdp_pages
     from .scripts.routes import blp as scripts_blp
     from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
@@ -50,9 +52,11 @@ def create_app(overrides=None):
     api.register_blueprint(sessions_blp)
     api.register_blueprint(windows_blp)
     api.register_blueprint(scripts_blp)
+    api.register_blueprint(profiles_blp)
     api.register_blueprint(accounts_blp)
     api.register_blueprint(live_blp)
     app.register_blueprint(live_pages)
+    app.register_blueprint(cdp_pages)
     app.register_blueprint(health.blp)
     console.init_app(app)
     # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.

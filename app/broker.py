@@ -18,6 +18,9 @@ WEBHOOKS_QUEUE = "webhooks"
 POOL_LIMIT = 10  # broker connections (and producers) per process: Celery's default broker_pool_limit
 # Celery's default task_publish_retry_policy: a dropped connection is reopened up to 3 times, 0.2 s apart.
 DEFAULT_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+# Celery's worker_direct routing (celery.utils.nodenames), declared the same way: each worker's own queue.
+DIRECT_EXCHANGE = Exchange("C.dq2", "direct")
+DIRECT_QUEUE_FORMAT = "{hostname}.dq2"
 _NO_CALLBACKS = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
@@ -36,10 +39,31 @@ class Broker:
     def send(self, task, args, queue, retry_policy=DEFAULT_RETRY):
         """Publish task(*args) to `queue`, declaring the queue as a Celery worker would if it is missing;
         returns the message id. Raises if the broker did not take it (publisher confirms on amqp)."""
-        message_id, headers, body = celery_message(task, args, self._origin)
         target = Queue(queue, Exchange(queue), routing_key=queue)
+        return self._publish(task, args, target.exchange, queue, target, retry_policy)
+
+    def send_to_node(self, task, args, node, retry_policy=DEFAULT_RETRY):
+        """Publish task(*args) to the Celery worker `node`'s own queue (worker_direct); None, and nothing sent, when
+        no worker of that name consumes it now (or on the embedded broker, whose exchanges live in one process)."""
+        if not self.consumers(DIRECT_QUEUE_FORMAT.format(hostname=node)):
+            return None
+        return self._publish(task, args, DIRECT_EXCHANGE, node, DIRECT_EXCHANGE, retry_policy)
+
+    def consumers(self, queue):
+        """How many workers consume `queue` now: 0 if none (or no such queue: no worker of it ever ran, or its
+        queue was deleted); None on the embedded broker, which cannot say."""
+        if self.url.startswith("filesystem://"):
+            return None
+        with self.connection() as conn:
+            try:
+                return conn.default_channel.queue_declare(queue=queue, passive=True)[2]
+            except conn.channel_errors:
+                return 0
+
+    def _publish(self, task, args, exchange, routing_key, declare, retry_policy):
+        message_id, headers, body = celery_message(task, args, self._origin)
         with self._pool().acquire(block=True) as producer:
-            producer.publish(body, exchange=target.exchange, routing_key=queue, declare=[target], headers=headers,
+            producer.publish(body, exchange=exchange, routing_key=routing_key, declare=[declare], headers=headers,
                              content_type="application/json", content_encoding="utf-8",
                              correlation_id=message_id, reply_to="", delivery_mode=2, retry=True, retry_policy=retry_policy)
         return message_id

@@ -1,5 +1,6 @@
 """Encryption at rest (Fernet) and API-key hashing."""
 import hashlib
+import hmac
 import json
 import secrets
 
@@ -31,6 +32,12 @@ def seal_text(text):
 
 def unseal_text(token):
     return _fernet().decrypt(token.encode()).decode()
+
+
+def derive_key(secret, purpose):
+    """A key for one purpose (`purpose`: bytes naming it), derived from ENCRYPTION_KEY (`secret`) and never the key
+    itself: a token of one purpose can never pass for another's."""
+    return hmac.new(secret.encode(), purpose, hashlib.sha256).digest()
 
 
 def hash_key(raw_key):

@@ -1,6 +1,6 @@
 """Extension objects, created unbound and initialised by `create_app()`."""
 from flask_sqlalchemy import SQLAlchemy
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
 
@@ -12,6 +12,16 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
+
+
+def unflushed_commit(executor):
+    """Let the transaction open on `executor` (a Connection, or the Session) commit without waiting for Postgres to
+    flush its WAL to disk: for writes of what a run shows while it goes on (its trace so far, its live state), which
+    the run writes again at its next step and at its end. A database crash can lose the last ones (at most
+    3 x wal_writer_delay); a crash of the worker loses nothing. SQLite (the embedded default): nothing to do."""
+    dialect = executor.get_bind().dialect if hasattr(executor, "get_bind") else executor.dialect
+    if dialect.name == "postgresql":
+        executor.execute(text("SET LOCAL synchronous_commit TO OFF"))
 
 def celery_init_app(app):
     """Bind a Celery app to the Flask app (Flask's examples/celery pattern): the workers' and beat's. The web
@@ -33,6 +43,9 @@ def celery_init_app(app):
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        # Each worker also consumes a queue of its own (<node>.dq2): the answer to a pause goes to the worker
+        # that keeps the task's browser (app/dispatch/service.py).
+        worker_direct=True,
         task_default_queue=TASKS_QUEUE,
         task_routes={
             "workers.run_task": {"queue": TASKS_QUEUE},

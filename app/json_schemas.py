@@ -2,7 +2,9 @@
 import json
 import time
 from contextvars import ContextVar
+from fractions import Fraction
 from functools import lru_cache
+from itertools import islice
 
 import jsonschema
 import re2
@@ -75,6 +77,7 @@ def _pattern_properties(validator, patterns, instance, schema):
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
+            _on_the_clock()
             if _search(pattern, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
@@ -85,7 +88,7 @@ def _additional_properties(validator, additional, instance, schema):
         return
     properties, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
     extras = sorted((key for key in instance if key not in properties
-                     and not any(_search(p, key) for p in patterns)), key=str)
+                     and not any(_on_the_clock() or _search(p, key) for p in patterns)), key=str)
     if validator.is_type(additional, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
@@ -106,10 +109,32 @@ def _unique_items(validator, unique, instance, schema):
         return
     seen = {}
     for index, item in enumerate(instance):
+        _on_the_clock()
         first = seen.setdefault(_comparable(item), index)
         if first != index:
             yield ValidationError(f"the array has non-unique elements (items {first} and {index} are equal)")
             return
+
+
+def _multiple_of(keyword):
+    """jsonschema's keyword, exact where its float division overflows (a 401-digit integer against 0.5); a value
+    that is no finite number is no multiple."""
+    def run(validator, divisor, instance, schema):
+        try:
+            yield from list(keyword(validator, divisor, instance, schema))
+        except (OverflowError, ValueError):
+            try:
+                multiple = (Fraction(instance) / Fraction(divisor)).denominator == 1
+            except (OverflowError, ValueError, TypeError, ZeroDivisionError):  # inf, nan
+                multiple = False
+            if not multiple:
+                yield ValidationError(f"{_short(instance)} is not a multiple of {_short(divisor)}")
+    return run
+
+
+def _short(number):
+    text = repr(number)
+    return text if len(text) <= 40 else f"{text[:18]}…{text[-18:]} ({len(text)} digits)"
 
 
 def _comparable(value):
@@ -191,8 +216,21 @@ def _has_pattern_properties(schema):
     return any("patternProperties" in node for _, node in _subschemas(schema))
 
 
+def written_size_problem(schema):
+    """The bound on the subschemas a schema document holds, counted up to the bound (milliseconds, whatever the
+    document's size): None when within it."""
+    bound = schema_cost.MAX_WRITTEN_SUBSCHEMAS
+    if sum(1 for _ in islice(_subschemas(schema), bound + 1)) > bound:
+        return (f"it holds over {bound:,} subschemas (objects outside enum, const, default and examples), the "
+                "bound on a response schema's written size.")
+    return None
+
+
 def check(schema):
     """Raise SchemaError for an invalid schema, UnsafeSchema for one this service will not run."""
+    found = written_size_problem(schema)  # before every walk of the whole document
+    if found:
+        raise UnsafeSchema(found)
     found = problems(schema)  # first: they say more than the metaschema's "is not a 'regex'"
     if found:
         raise UnsafeSchema(" ".join(found))
@@ -218,6 +256,8 @@ def _safe_class(base, refuse_unevaluated):
     """One class per draft (building one costs milliseconds: never per check)."""
     keywords = {**base.VALIDATORS, "pattern": _pattern, "patternProperties": _pattern_properties,
                 "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
+    if "multipleOf" in keywords:
+        keywords["multipleOf"] = _multiple_of(keywords["multipleOf"])
     if refuse_unevaluated:
         keywords["unevaluatedProperties"] = _refuse_unevaluated
     return jsonschema.validators.extend(base, {name: _metered(keyword) for name, keyword in keywords.items()})
@@ -225,20 +265,29 @@ def _safe_class(base, refuse_unevaluated):
 
 class _Meter:
     """A cooperative budget: jsonschema has no timeout, and a subprocess per answer would cost more than most
-    checks; every keyword is a point where the check can stop (each one's own work is linear in the value)."""
+    checks; every keyword, and every turn of a keyword's loop over patterns, keys or items, is a point where the
+    check can stop."""
 
     def __init__(self, seconds, steps):
         self.seconds, self.steps = seconds, steps
         self.deadline, self.left = time.monotonic() + seconds, steps
 
-    def tick(self):
-        self.left -= 1
+    def tick(self, steps=1):
+        self.left -= steps
         if self.left < 0 or time.monotonic() > self.deadline:
             raise CheckTooCostly(f"checking the answer against the schema went over its budget "
                                  f"({self.seconds:g} s, {self.steps:,} keyword evaluations).")
 
 
 _METER = ContextVar("json_schemas_meter", default=None)  # the budget of the check under way in this thread
+
+
+def _on_the_clock():
+    """Inside a keyword's own loop (a pattern against a key, an item): the budget's clock, no keyword counted,
+    so one keyword over 5,000 patterns and 5,000 keys stops at the budget too. Returns None."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.tick(steps=0)
 
 
 def _metered(keyword):

@@ -11,7 +11,8 @@ from sqlalchemy import Float, and_, bindparam, func, or_, select, update
 from sqlalchemy.sql.expression import ClauseElement
 
 from .bounds import bounded_response, bounded_trace, truncate
-from .extensions import db
+from .dispatch.queries import NO_USAGE
+from .extensions import db, unflushed_commit
 from .models import Task, now, now_plus
 from .webhooks.outbox import add_delivery, publish
 
@@ -61,7 +62,9 @@ def renew(conn, task_id, owner, lease_seconds):
 
 
 def record_progress(task_id, owner, trace, usage):
-    """Write the trace so far, so a poll of a pending task shows progress."""
+    """Write the trace so far, so a poll of a pending task shows progress (the run writes it whole at its end, so this
+    commit does not wait for the disk: unflushed_commit)."""
+    unflushed_commit(db.session)
     db.session.execute(
         update(Task).where(Task.id == task_id, Task.lease_owner == owner)
         .values(trace=bounded_trace(trace), usage=usage)
@@ -102,24 +105,27 @@ def await_person(task_id, owner, question, hitl):
     return True
 
 
-def finish(task_id, status, response, usage, trace=None, error=None, owner=None, **extra):
+def finish(task_id, status, response, usage, trace=None, error=None, owner=None, holder_lost=False, **extra):
     """End or pause a task in one transaction; returns True if this call won.
 
     `owner` is the lease holder finishing its own run; None means a sweep or a cancel
-    ending a task nobody holds (or whose holder is gone). `extra`: more columns to set, each a value or an
-    SQL expression (such as now_plus(seconds)).
+    ending a task nobody holds (or whose holder is gone). `holder_lost`: the machine of whoever holds its lease is
+    known to be gone (its kept session's machine stopped answering), so its lease counts for nothing. `extra`: more
+    columns to set, each a value or an SQL expression (such as now_plus(seconds)).
     """
     # Outputs and traces are cut here, where every ending is written (MAX_OUTPUT_CHARS,
     # MAX_TRACE_ENTRY_CHARS): what a task stores, and so what a poll, a list page or a webhook
     # carries, stays bounded.
-    values = dict(status=status, response=bounded_response(response), usage=usage,
+    # Every path that ends a task comes here: a sweep ending one that never ran still carries usage.
+    values = dict(status=status, response=bounded_response(response), usage=usage or NO_USAGE,
                   error=truncate(error, current_app.config["MAX_OUTPUT_CHARS"]), **extra)
     if trace is not None:
         values["trace"] = bounded_trace(trace)
     expressions = {name: value for name, value in values.items() if isinstance(value, ClauseElement)}
     params = {f"set_{name}": value for name, value in values.items() if name not in expressions}
-    statement = _finish_statement(tuple(sorted(values.keys() - expressions.keys())), status in TERMINAL,
-                                  owner is not None, db.engine.dialect.name == "postgresql")
+    by = "owner" if owner is not None else "anyone" if holder_lost else "sweep"
+    statement = _finish_statement(tuple(sorted(values.keys() - expressions.keys())), status in TERMINAL, by,
+                                  db.engine.dialect.name == "postgresql")
     if expressions:
         statement = statement.values(**expressions)
     won = db.session.execute(statement, {**params, "task_id": task_id, "owner": owner}).first()
@@ -135,20 +141,21 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
 
 
 @functools.lru_cache(maxsize=64)
-def _finish_statement(names, terminal, by_owner, notify):
+def _finish_statement(names, terminal, by, notify):
     """finish()'s UPDATE for one shape: the columns it sets (`names`, given as set_<name> parameters), whether
-    the task ends, whether its lease holder or a sweep ends it. `notify`: wake `wait` callers (Postgres
-    LISTEN/NOTIFY), from the UPDATE's own RETURNING, so delivered when the transaction commits and only if
-    this call won."""
+    the task ends, who ends it (`by`: its lease holder "owner", a "sweep", or "anyone" when the holder is gone).
+    `notify`: wake `wait` callers (Postgres LISTEN/NOTIFY), from the UPDATE's own RETURNING, so delivered when the
+    transaction commits and only if this call won."""
     condition = [_TASKS.c.id == bindparam("task_id"), _TASKS.c.status.in_(("pending", "input-required"))]
-    if by_owner:
+    if by == "owner":
         condition.append(_TASKS.c.lease_owner == bindparam("owner"))
-    else:  # only a task nobody holds, or whose holder's lease ran out
+    elif by == "sweep":  # only a task nobody holds, or whose holder's lease ran out
         condition.append(or_(_TASKS.c.lease_owner.is_(None), _TASKS.c.lease_expires_at < now()))
     values = {name: bindparam(f"set_{name}") for name in names}
     values.update(lease_owner=None, lease_expires_at=None)
     if terminal:
-        values.update(completed_at=now(), secrets_sealed=None, hitl=None)
+        values.update(completed_at=now(), secrets_sealed=None, hitl=None, pause_snapshot=None, browser_node=None,
+                      live=None)
     returning = [_TASKS.c.callback_url] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
     return update(_TASKS).where(and_(*condition)).values(**values).returning(*returning)
 

@@ -116,6 +116,8 @@ class Task(db.Model):
     secrets_sealed: Mapped[str | None] = mapped_column(Text)
     # Fernet-encrypted JSON: each mcpServers item's authentication (options keep only its type).
     mcp_sealed: Mapped[str | None] = mapped_column(Text)
+    # Fernet-encrypted JSON: the task's `proxy` {"server", "username", "password"} (app/egress/upstream.py).
+    proxy_sealed: Mapped[str | None] = mapped_column(Text)
     # The kept cloud browser session the web agent runs in (cloudBrowserSessionId), if any.
     cloud_session_id: Mapped[str | None] = mapped_column(String(64))
 
@@ -140,6 +142,13 @@ class Task(db.Model):
     # agent loop pauses between steps while "active", and writes the trace entry once it is handed back.
     takeover: Mapped[dict | None] = mapped_column(JSON)
     input_deadline_at = mapped_column(UtcDateTime)
+    # At an input-required pause of a browser run: the browser's state (cookies, storage, tabs), Fernet-encrypted
+    # JSON, for a fresh browser should the kept one be gone; and the Celery node (worker_direct) keeping the browser.
+    pause_snapshot: Mapped[str | None] = mapped_column(Text)
+    browser_node: Mapped[str | None] = mapped_column(String(200))
+    # What its live viewers follow (app/live/state.py), written by the worker running it: {host, endpoint, targetId,
+    # url, step, paused, loading, waiting}. In the row, so a viewer on any web machine reads it.
+    live: Mapped[dict | None] = mapped_column(JSON)
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
     updated_at = mapped_column(UtcDateTime, server_default=now(), onupdate=now())
     started_at = mapped_column(UtcDateTime)
@@ -170,7 +179,10 @@ class CloudSession(db.Model):
     webdriver_url: Mapped[str | None] = mapped_column(Text)
     webdriver_session: Mapped[str | None] = mapped_column(String(200))
     debugger_address: Mapped[str | None] = mapped_column(String(200))  # unix:<socket> of DevTools, or a Grid's URL
-    host: Mapped[str | None] = mapped_column(String(200))
+    host: Mapped[str | None] = mapped_column(String(200))  # the machine running its browser, or "grid"
+    # The machine whose worker runs its egress proxy (the fence of each task, the caller's proxy): `host`, or for
+    # a Grid's browser the machine that started it. Its tasks run there.
+    egress_host: Mapped[str | None] = mapped_column(String(200))
     pid: Mapped[int | None] = mapped_column(Integer)
     profile_dir: Mapped[str | None] = mapped_column(Text)
     # CDP access (the SDK's CloudBrowserEnvironment): the credential its proxy accepts (encrypted), and the URL.
@@ -179,12 +191,24 @@ class CloudSession(db.Model):
     cdp_proxy_pid: Mapped[int | None] = mapped_column(Integer)
     busy_task_id: Mapped[str | None] = mapped_column(String(36))  # the task driving it now
     end_reason: Mapped[str | None] = mapped_column(String(40))
+    end_message: Mapped[str | None] = mapped_column(Text)  # why it ended, when its callers need telling
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
     last_used_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
     ended_at = mapped_column(UtcDateTime)
 
     __table_args__ = (Index("ix_cloud_sessions_status", "status", "last_used_at"),
                       Index("ix_cloud_sessions_window", "browser_window_id", unique=True))
+
+
+class SessionHost(db.Model):
+    """A machine holding browsers, as it last said it was alive (app/sessions/holder.py), and where other machines
+    reach its stream endpoint (`url`, workers/browser/host_endpoint.py): the registry of browser-holding machines."""
+
+    __tablename__ = "session_hosts"
+
+    host: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seen_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    url: Mapped[str | None] = mapped_column(Text)
 
 
 class ConsoleSession(db.Model):
@@ -237,7 +261,7 @@ class WebhookAttempt(db.Model):
 
 
 class StoredFile(db.Model):
-    """An uploaded attachment, scoped to the API key that uploaded it."""
+    """A file of an API key: uploaded, or downloaded by the browser of one of its tasks or kept sessions."""
 
     __tablename__ = "files"
 
@@ -247,9 +271,13 @@ class StoredFile(db.Model):
     content_type: Mapped[str | None] = mapped_column(String(200))
     size: Mapped[int | None] = mapped_column(Integer)
     data: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # A download: the task whose browser downloaded it, and the kept session it ran in (if any).
+    task_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    session_id: Mapped[str | None] = mapped_column(String(64))
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
 
-    __table_args__ = (Index("ix_files_created_at", "created_at"),)  # the expiry sweep
+    __table_args__ = (Index("ix_files_created_at", "created_at"),  # the expiry sweep
+                      Index("ix_files_key_created", "api_key_id", "created_at"))  # GET /files, newest first
 
 
 class IdempotencyKey(db.Model):
@@ -341,3 +369,23 @@ class ScriptVersion(db.Model):
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
 
     __table_args__ = (UniqueConstraint("script_id", "version"),)
+
+
+class Profile(db.Model):
+    """A named browser profile of one API key (app/profiles): the state a sign-in needs (cookies, localStorage,
+    IndexedDB), sealed with ENCRYPTION_KEY, here so that every machine reaches it. `writer`: the task or session that
+    uses it with `persist` (one at a time; its end replaces `state_sealed` in one UPDATE)."""
+
+    __tablename__ = "profiles"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    state_sealed: Mapped[str | None] = mapped_column(Text)  # None: created by a persist use, nothing saved yet
+    size_bytes: Mapped[int] = mapped_column(Integer, default=0)  # of the state before sealing
+    writer: Mapped[str | None] = mapped_column(String(64))  # a task id or a cloud session id
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    updated_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    last_used_at = mapped_column(UtcDateTime, server_default=now(), nullable=False, index=True)
+
+    __table_args__ = (UniqueConstraint("api_key_id", "name"),)

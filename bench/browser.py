@@ -132,6 +132,35 @@ def window(arrivals):
     return tables[-1] - starts[0], starts[0]
 
 
+# ... and through the driver the agent uses (workers/browser/selenium_driver.py).
+def driver_actions(browser, base):
+    return [lambda: browser.open(f"{base}/start"), lambda: browser.extract("h1"), lambda: browser.click("Form"),
+            lambda: browser.type("Name", "Ada"), lambda: browser.select("Color", "blue"),
+            lambda: browser.scroll("down"), lambda: browser.click("Save"), lambda: browser.extract("h1"),
+            browser.back, lambda: browser.click("Table")]
+
+
+def request_bytes_per_action(pages, proxy):
+    """Bytes of WebDriver request bodies (what the worker sends the browser) per action of the 10, the page view read
+    after each included: a driver of ours on the same pages, its requests counted as Selenium sends them."""
+    from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+
+    browser = SeleniumBrowser(label="bench-bytes", profile_root=browsers_dir(os.environ["VAR_DIR"]),
+                              proxy=proxy.address)
+    sent, connection = [], browser.driver.command_executor
+    send = connection._request
+    connection._request = lambda method, url, body=None: sent.append(len(body or "")) or send(method, url, body)
+    try:
+        actions = driver_actions(browser, pages.base)
+        del sent[:]  # the browser's start is not an action
+        for action in actions:
+            action()
+            browser.read()
+    finally:
+        browser.close()
+    return sum(sent) / len(actions)
+
+
 # ---------------------------------------------------------------- raw Selenium
 
 def raw_driver(proxy=None):
@@ -283,6 +312,7 @@ def measure(stack):
                 product.append(product_run(stack, pages))
                 raw.append(raw_run(pages))
                 proxied.append(raw_run(pages, proxy))
+            sent = request_bytes_per_action(pages, proxy)
         finally:
             proxy.stop()
         rows = [
@@ -296,6 +326,9 @@ def measure(stack):
                 RAW + ": start + actions + quit", median(r[0] for r in raw)),
             Row(SECTION, "start: task claimed → first page requested (s)", median(p[2] for p in product),
                 "raw webdriver.Chrome() + get()", median(r[2] for r in raw)),
+            # page.js lives in the tab's documents (workers/browser/page_script.py): a call names a function of it.
+            Row(SECTION, "WebDriver request bytes per action, page view included", sent,
+                note="68,000 when each page.js call carried the 35 KB script"),
         ]
         session, holder = product_session_rss(stack, pages)
         raw_rss = raw_session_rss(pages)

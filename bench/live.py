@@ -1,6 +1,7 @@
 """Benchmark: the live view (`python -m bench.live`). Frame latency (a page change → its frame at a viewer, p50/p99)
 and frames per second while a page animates, on a kept session's page; input latency (a viewer's click → the
-event in the page); and the cost of watching: a 10-action cloud_browser task with a viewer attached ÷ without."""
+event in the page); take control during a `wait 30` step (→ the viewer's state says "person"); and the cost of
+watching: a 10-action cloud_browser task with a viewer attached ÷ without."""
 import base64
 import io
 import json
@@ -14,7 +15,6 @@ from PIL import Image
 
 from app.live import state as live_state
 from app.live.cdp import Cdp
-from app.sessions.browsers import session_dir
 from bench import common
 from bench.common import Row
 from bench.sessions import run, stack_post
@@ -107,6 +107,7 @@ def measure(stack):
     stack.tasks_worker  # noqa: B018  (started before any timing)
     try:
         rows = _frames_and_input(stack, base)
+        rows += _take_control(stack, base)
         rows += _cost_of_watching(stack, base)
     finally:
         server.shutdown()
@@ -119,7 +120,8 @@ def _frames_and_input(stack, base):
         live = common.http().get(f"{stack.web.url}/fast/v2/cloud-browser/sessions/{session['session_id']}/live",
                                  params={"mode": "control"}, headers={"x-api-key": stack.api_key}, timeout=30).json()
         # The bench's own CDP connection to the page (as the viewer's), to load pages and read what they noted.
-        endpoint = live_state.box_endpoint(session_dir(stack.flask_app.config, session["session_id"]))
+        [(endpoint,)] = stack.sql("SELECT debugger_address FROM cloud_sessions WHERE id = :id",
+                                  id=session["session_id"])
         cdp = Cdp(endpoint, lambda *_: None)
         target = next(t["targetId"] for t in cdp.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
         page = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -167,6 +169,34 @@ def _frames_and_input(stack, base):
     ]
 
 
+def _take_control(stack, base):
+    """Take control while the agent is inside a `wait 30` step: the viewer's "take" → its state says "person"."""
+    took = []
+    for _ in range(ROUNDS):
+        request_id = stack_post(stack, "/remote-dispatch", {"prompt": f"/Operator\ngo to {base}/form\nwait 30\n"
+                                                            "answer done", "executionMode": "cloud_browser"})["requestId"]
+        try:
+            _wait(lambda: str(live_state.read(request_id).get("step") or "").startswith("wait 30"), 60)
+            time.sleep(1)  # inside the wait, well before its end
+            live = common.http().get(f"{stack.web.url}/fast/v2/remote-dispatch/responses/{request_id}/live",
+                                     params={"mode": "control"}, headers={"x-api-key": stack.api_key}, timeout=30)
+            viewer = _Viewer(stack, live.json()["liveUrl"])
+            try:
+                _wait(lambda: viewer.states)
+                sent = time.perf_counter()
+                viewer.send({"type": "take"})
+                _wait(lambda: viewer.states[-1]["control"] == "person", timeout=40)
+                took.append((time.perf_counter() - sent) * 1000)
+            finally:
+                viewer.close()
+        finally:
+            stack_post(stack, f"/remote-dispatch/responses/{request_id}/cancel", {})
+    print(f"live view: take control during wait 30, p50 {statistics.median(took):.0f} ms "
+          f"(max {max(took):.0f} ms)", flush=True)
+    return [Row(SECTION, "take control during a `wait 30` step → the viewer says \"person\" (ms, p50)",
+                statistics.median(took), "goal (ms)", 1000, note=f"{len(took)} tasks, max {max(took):.0f} ms")]
+
+
 def _cost_of_watching(stack, base):
     """The same 10-action task, alternately with a viewer attached as soon as its browser is up, and without."""
     steps = [f"go to {base}/form", 'type "Ada" into "Name"', 'type "Oslo" into "City"', 'click "Send"',
@@ -194,8 +224,7 @@ def _cost_of_watching(stack, base):
 def _watched_run(stack, body):
     started = time.perf_counter()
     request_id = stack_post(stack, "/remote-dispatch", body)["requestId"]
-    var_dir = stack.flask_app.config["VAR_DIR"]
-    _wait(lambda: live_state.read(var_dir, request_id).get("targetId")
+    _wait(lambda: live_state.read(request_id).get("targetId")
           or stack.sql("SELECT status FROM tasks WHERE id = :id", id=request_id)[0][0] != "pending")
     live = common.http().get(f"{stack.web.url}/fast/v2/remote-dispatch/responses/{request_id}/live",
                              headers={"x-api-key": stack.api_key}, timeout=30)

@@ -7,6 +7,10 @@ reward read from the page (success = raw reward > 0, as BrowserGym counts it). T
 instance (web, worker, beat) on its own database and vhost, as the benchmarks run (bench/common.py).
 
     python -m bench.miniwob [--tasks easy|all|a,b] [--seeds 3] [--planner model|builtin|steps] ... (--help)
+
+`--language de` runs the same episodes with the task texts translated by a fixed table (bench/translations/de.json):
+the prompt and the page's own copy of the task (MiniWoB's #query) say the translation, so no English task text is
+left for the agent or its completion check to read.
 """
 import argparse
 import importlib.util
@@ -28,7 +32,7 @@ os.environ.setdefault("BENCH_DB", "remote_dispatch_eval")
 os.environ.setdefault("BENCH_VHOST", "rd_eval")
 os.environ.setdefault("BENCH_LOG_DIR", str(ROOT / "var" / "eval"))
 
-from bench import common, truth  # noqa: E402
+from bench import common, translate, truth  # noqa: E402
 from bench.miniwob_steps import PROGRAMS  # noqa: E402
 from bench.model_proxy import RecordingProxy  # noqa: E402
 
@@ -44,6 +48,8 @@ core.EPISODE_MAX_TIME = %(max_ms)d;
 core.startEpisodeReal();
 core.startEpisode = function () {};
 return core.getUtterance();"""
+# The page's own copy of the task text, replaced by its translation (a JSON string).
+QUERY = "document.getElementById('query').textContent = %s; return core.getUtterance();"
 REWARD = """return {raw: WOB_RAW_REWARD_GLOBAL, reward: WOB_REWARD_GLOBAL, done: WOB_DONE_GLOBAL,
                  reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON), url: location.href};"""
 
@@ -128,12 +134,17 @@ def run_episode(api, pages, args, task, seed, meter, replay_of=None):
         api.action(window, "go_to_url", url=pages.url(task))
         utterance = api.action(window, "execute_javascript_on_page", code=START % {
             "seed": json.dumps(str(seed)), "max_ms": (args.episode_seconds + 120) * 1000})
+        if args.translations is not None:
+            record["english"] = utterance
+            utterance = api.action(window, "execute_javascript_on_page",
+                                   code=QUERY % json.dumps(translate.utterance(utterance, args.translations)))
         record["utterance"] = utterance
         if replay_of:
             what = {"replayOf": replay_of}
         elif args.planner == "steps":
             page = lambda code: api.action(window, "execute_javascript_on_page", code=code)  # noqa: E731
-            what = {"prompt": "\n".join(["/Operator", *PROGRAMS[task](utterance, page)])}
+            # Written from the English utterance, as the hand-written steps parse it, whatever the task's language.
+            what = {"prompt": "\n".join(["/Operator", *PROGRAMS[task](record.get("english", utterance), page)])}
         else:
             what = {"prompt": f"/Operator {utterance}"}
         record.update(what)
@@ -228,6 +239,8 @@ def parse_args(argv=None):
     parser.add_argument("--planner", choices=("model", "builtin", "steps"), default="model",
                         help="model: LLM_BASE_URL/LLM_MODEL/LLM_API_KEY (unset: the bundled SmolLM2-135M); "
                              "builtin: the built-in planner on the utterance; steps: hand-written built-in steps")
+    parser.add_argument("--language", default="en",
+                        help="en, or a table of bench/translations/ (de): the task texts translated by it")
     parser.add_argument("--max-steps", type=int, default=10, help="the agent's step budget (MAX_STEPS)")
     parser.add_argument("--episode-seconds", type=int, default=120, help="each task's time bound")
     parser.add_argument("--concurrency", type=int, default=1, help="episodes at once")
@@ -249,6 +262,7 @@ def parse_args(argv=None):
         parser.error(f"unknown tasks: {', '.join(unknown)}")
     if args.planner == "steps" and set(args.task_list) - set(PROGRAMS):
         parser.error(f"hand-written steps exist for: {', '.join(PROGRAMS)}")
+    args.translations = translate.table(args.language)
     args.seed_list = list(range(args.first_seed, args.first_seed + args.seeds))
     return args
 
@@ -307,7 +321,7 @@ def main(argv=None):
         stack.start(common.Proc("eval-beat", [sys.executable, "-m", "celery", "-A", "workers", "beat", "-s",
                                               str(common.LOG_DIR / "beat-schedule"), "--loglevel=INFO"]))
         api = Api(stack.web.url, stack.api_key)
-        settings = {"started": started_at, "planner": model, "mode": args.planner, "max_steps": args.max_steps,
+        settings = {"started": started_at, "planner": model, "mode": args.planner, "language": args.language, "max_steps": args.max_steps,
                     "episode_seconds": args.episode_seconds, "concurrency": args.concurrency,
                     "cpus": os.cpu_count(), "load_average": os.getloadavg()[0], "tasks": args.task_list,
                     "seeds": args.seed_list, "pages_host": pages.host}

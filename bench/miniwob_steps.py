@@ -80,9 +80,37 @@ def login_user(utterance, page):
             'click "#subbtn"']
 
 
+def drag_box(utterance, page):
+    return ['drag "#draggableSmall" to "#draggableLarge"', 'click "#subbtn"']
+
+
+ORDINAL = re.compile(r"to the (\d+)(?:st|nd|rd|th) position")
+
+
+def drag_items(utterance, page):
+    """The item onto the one at the place asked for (jQuery UI's sortable: a pointer drag); the drop ends it."""
+    name, where = _first(r"Drag (.*) (to the .*|down by one position|up by one position)\.", utterance)
+    names = page("""return Array.from(document.querySelectorAll("#sortable li")).map((li) => li.textContent.trim());""")
+    now = names.index(name) + 1
+    place = {"to the top": 1, "to the bottom": len(names), "down by one position": now + 1,
+             "up by one position": now - 1}.get(where) or int(ORDINAL.match(where)[1])
+    return [f'drag "#sortable li:nth-child({now})" to "#sortable li:nth-child({place})"']
+
+
+def use_slider(utterance, page):
+    """The handle moved by the pixels between its value and the one asked for (a vertical slider's values go up)."""
+    wanted = int(_first(r"Select (-?\d+) with the slider", utterance))
+    slider = page("""var s = $("#slider"), o = s.slider("option"), r = s[0].getBoundingClientRect();
+        return {value: s.slider("value"), min: o.min, max: o.max, horizontal: o.orientation === "horizontal",
+                width: r.width, height: r.height};""")
+    share = (wanted - slider["value"]) / (slider["max"] - slider["min"])
+    x, y = (share * slider["width"], 0) if slider["horizontal"] else (0, -share * slider["height"])
+    return [f'drag "#slider .ui-slider-handle" by {x:.2f},{y:.2f}', 'click "#subbtn"']
+
+
 PROGRAMS = {
     "click-test": click_test, "click-test-2": click_test_2, "click-button": click_button,
     "click-link": click_link, "focus-text": focus_text, "enter-text": enter_text,
     "click-dialog": click_dialog, "click-checkboxes": click_checkboxes, "choose-list": choose_list,
-    "login-user": login_user,
+    "login-user": login_user, "drag-box": drag_box, "drag-items": drag_items, "use-slider": use_slider,
 }

@@ -25,10 +25,10 @@ def wait_pool_full(timeout=120):
         time.sleep(0.05)
 
 
-def first_page(stack, pages):
-    """One short task: claimed → its first page requested (s)."""
+def first_page(stack, pages, **extra):
+    """One short task (`extra`: more fields of its submit): claimed → its first page requested (s)."""
     mark = pages.mark()
-    request_id = browser.submit_task(stack, PROMPT.format(base=pages.base))
+    request_id = browser.submit_task(stack, PROMPT.format(base=pages.base), **extra)
     stack.wait_finished([request_id], 120)
     status, message, started, _ = browser.task_row(stack, request_id)
     if status != "success":
@@ -46,11 +46,12 @@ def burst(stack, pages):
     return BURST / seconds, ok
 
 
-def worker(stack, name, size):
-    """The only consumer of the tasks queue while it runs (the stack's own worker is stopped first)."""
+def worker(stack, name, size, pool="BROWSER_POOL_SIZE", **env):
+    """The only consumer of the tasks queue while it runs (the stack's own worker is stopped first), with the warm
+    pool `pool` (the tasks' browsers', or the kept sessions') of `size`; `env`: more settings of its own."""
     if "tasks_worker" in stack.__dict__:
         stack.stop(stack.__dict__.pop("tasks_worker"))
-    return stack.start(common.start_celery(name, "workers", "tasks", env={"BROWSER_POOL_SIZE": str(size)}))
+    return stack.start(common.start_celery(name, "workers", "tasks", env={pool: str(size), **env}))
 
 
 def measure(stack):
@@ -141,34 +142,37 @@ def wait_session_pool_full(size, timeout=120):
 
 
 def measure_sessions(stack):
-    """Kept session create → usable (HTTP answer, then a CDP Page.navigate answered through its relay), the web's
-    pool at its default size (1, each round waits for it to be refilled) against SESSION_POOL_SIZE=0 (stack.web)."""
+    """Kept session create → usable (HTTP answer, then a CDP Page.navigate answered through its relay), the worker's
+    session pool at its default size (1, each round waits for it to be refilled) against SESSION_POOL_SIZE=0; the
+    worker starts the browser, the web waits for it."""
     pages = browser.PageServer()
     page = f"{pages.base}/start"
     try:
+        cold_worker = worker(stack, "session-pool-off-worker", 0, "SESSION_POOL_SIZE")
         session_usable(stack.web.url, stack.api_key, page)  # warm-up: imports, disk cache
         cold = [session_usable(stack.web.url, stack.api_key, page)[0] for _ in range(SESSION_RUNS)]
-        web = stack.start(common.start_gunicorn("web-session-pool", "bench.wsgi:app", env={"SESSION_POOL_SIZE": "1"}))
+        stack.stop(cold_worker)
+        pool_worker = worker(stack, "session-pool-worker", 1, "SESSION_POOL_SIZE")
         try:
             pooled = []
             for _ in range(SESSION_RUNS + 1):
                 wait_session_pool_full(1)
                 ready = set(session_pool.ready({"VAR_DIR": os.environ["VAR_DIR"]}))
-                elapsed, session_id = session_usable(web.url, stack.api_key, page)
+                elapsed, session_id = session_usable(stack.web.url, stack.api_key, page)
                 if session_id not in ready:
                     raise RuntimeError("a session did not come from the full pool")
                 pooled.append(elapsed)
-            pooled = pooled[1:]  # the first was the pooled web's warm-up
+            pooled = pooled[1:]  # the first was the pooled worker's warm-up
             wait_session_pool_full(1)
             memory = [session_pool.pss_mib({"VAR_DIR": os.environ["VAR_DIR"]}, box)
                       for box in session_pool.ready({"VAR_DIR": os.environ["VAR_DIR"]}).values()]
         finally:
-            stack.stop(web)
+            stack.stop(pool_worker)
     finally:
         pages.close()
     return common.latency_rows(SECTION, "kept session create → CDP Page.navigate answered, pooled", pooled,
                                "the same, cold (SESSION_POOL_SIZE=0)", cold) + [
-        Row(SECTION, "PSS of one idle pooled session browser, sandbox + egress proxy + CDP relay (MiB)",
+        Row(SECTION, "PSS of one idle pooled session browser, sandbox + egress proxy (MiB)",
             memory[0] if memory else None)]
 
 

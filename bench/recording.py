@@ -26,7 +26,7 @@ def actions(browser, base):
 
 def run(config, proxy, base, record, pace=0.0):
     """One browser, 10 actions, each followed by the page view the agent reads (and, recording, as the environment
-    does: a marker as each starts, the page's events drained with each page view). Returns (actions s, this process's CPU s, the browser's CPU s (chromedriver,
+    does: a marker as each starts, the page's events taken after each page view). Returns (actions s, this process's CPU s, the browser's CPU s (chromedriver,
     Chromium and its renderers, where rrweb runs), recording bytes gzip, wall s)."""
     from workers.browser.egress import HARDENING_ARGUMENTS
     from workers.browser.recording import Recording
@@ -48,10 +48,9 @@ def run(config, proxy, base, record, pace=0.0):
             if recording is not None:
                 recording.mark({"step": step, "action": "bench"})
             action()
-            reading = browser.read(max_chars=int(config.get("PAGE_VIEW_CHARS", 6000)),
-                                   also=recording and recording.drain_script)
+            browser.read(max_chars=int(config.get("PAGE_VIEW_CHARS", 6000)))
             if recording is not None:
-                recording.take(reading.also)
+                recording.pull()
             acting += time.monotonic() - started
             time.sleep(pace)
         size = None

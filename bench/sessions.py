@@ -1,7 +1,8 @@
 """Benchmark 6: kept cloud browser sessions (`make bench-sessions`): create-and-initialize → usable session, a task
 in a warm session against the same task in a fresh `cloud_browser` browser, and CDP through the session's checking
-relay against CDP straight to the browser (`python -m bench.sessions cdp` for that one alone), and a direct SDK action's
-round trip against the same read over CDP (`python -m bench.sessions actions`), in the same run."""
+relay against CDP straight to the browser (`python -m bench.sessions cdp` for that one alone), a direct SDK action's
+round trip against the same read over CDP (`python -m bench.sessions actions`), and a stop written by another
+machine against a stop through this machine's API (`python -m bench.sessions stop`), in the same run."""
 import json
 import statistics
 import sys
@@ -80,6 +81,7 @@ def measure_cdp(stack):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    stack.tasks_worker  # noqa: B018  (it starts the session's browser, and its stream endpoint reaches it)
     session = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
     try:
         debugger, path = _devtools_page(stack, session)
@@ -122,6 +124,7 @@ def measure_direct_actions(stack):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     worker = stack.start(common.start_celery("actions-worker", "workers", "webhooks"))  # serves direct actions
+    stack.tasks_worker  # noqa: B018  (starts the session's browser)
     session = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
     try:
         window, page = session["browser_window_id"], f"http://127.0.0.1:{server.server_address[1]}/"
@@ -177,6 +180,89 @@ def _call(ws, call_id, method, params):
             return text
 
 
+STOPS = common.scaled(6, 2)
+
+
+def measure_remote_stop(stack):
+    """A stop that reached only the session's row (as one made on another machine does) against a stop through the
+    API of the machine holding the browser: time to the open CDP connection cut, a new one refused, every
+    process of the browser gone."""
+    import websocket
+
+    from app.sessions.browsers import profile_processes
+
+    remote, local = {"cut": [], "refused": [], "gone": []}, []
+    stack.tasks_worker  # noqa: B018  (starts the sessions' browsers; its holder ends them once their rows say so)
+    for round_ in range(STOPS):
+        session = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
+        [(profile,)] = stack.sql("SELECT profile_dir FROM cloud_sessions WHERE id = :id", id=session["session_id"])
+        headers = [f"{name}: {value}" for name, value in session["cdp_auth_headers"].items()]
+        if round_ % 2:  # the baseline: a stop through this machine's API
+            started = time.perf_counter()
+            stack_post(stack, "/cloud-browser/stop-cloud-browser-session", {"session_id": session["session_id"]})
+            _until(lambda: not profile_processes(profile))
+            local.append((time.perf_counter() - started) * 1000)
+            continue
+        ws = websocket.create_connection(session["cdp_websocket_url"], header=headers, timeout=30)
+        started = time.perf_counter()
+        stack.sql("UPDATE cloud_sessions SET status = 'ended', end_reason = 'complete', ended_at = now(), "
+                  "cdp_token_sealed = NULL WHERE id = :id", id=session["session_id"])
+        times = remote["cut"], remote["refused"], remote["gone"]
+        checks = [lambda: _cut(ws), lambda: _refused(session["cdp_websocket_url"], headers),
+                  lambda: not profile_processes(profile)]
+        while checks:
+            for check, into in list(zip(checks, times)):
+                if check():
+                    into.append((time.perf_counter() - started) * 1000)
+                    times = tuple(t for t in times if t is not into)
+                    checks.remove(check)
+            time.sleep(0.02)
+    median = statistics.median
+    print(f"stop from another machine: open CDP cut {median(remote['cut']):.0f} ms, new CDP refused "
+          f"{median(remote['refused']):.0f} ms, browser gone {median(remote['gone']):.0f} ms; stop through this "
+          f"machine's API: browser gone {median(local):.0f} ms", flush=True)
+    return [Row(SECTION, "stop written by another machine → open CDP connection cut (ms, median)",
+                median(remote["cut"]), "stop through the holding machine's API → browser gone (ms)", median(local)),
+            Row(SECTION, "stop written by another machine → a new CDP connection refused (ms, median)",
+                median(remote["refused"]), "stop through the holding machine's API → browser gone (ms)", median(local)),
+            Row(SECTION, "stop written by another machine → every browser process gone (ms, median)",
+                median(remote["gone"]), "stop through the holding machine's API → browser gone (ms)", median(local))]
+
+
+def _until(condition, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError("timed out")
+        time.sleep(0.02)
+
+
+def _cut(ws):
+    """True once the relay has closed this connection (a command gets no answer but the close)."""
+    import websocket
+
+    try:
+        ws.settimeout(0.05)
+        ws.send('{"id": 1, "method": "Browser.getVersion"}')
+        while True:
+            if not ws.recv():
+                return True
+    except websocket.WebSocketTimeoutException:
+        return False
+    except (websocket.WebSocketConnectionClosedException, ConnectionError):
+        return True
+
+
+def _refused(url, headers):
+    import websocket
+
+    try:
+        websocket.create_connection(url, header=headers, timeout=5).close()
+        return False
+    except (websocket.WebSocketBadStatusException, ConnectionError):
+        return True
+
+
 def stack_post(stack, path, body):
     reply = common.http().post(f"{stack.web.url}/fast/v2{path}", json=body, timeout=120,
                                headers={"x-api-key": stack.api_key})
@@ -198,5 +284,6 @@ def run(stack, body):
 
 
 if __name__ == "__main__":
-    only = {"cdp": [measure_cdp], "actions": [measure_direct_actions]}
-    common.main(*only.get(sys.argv[1] if sys.argv[1:] else "", [measure, measure_cdp, measure_direct_actions]))
+    only = {"cdp": [measure_cdp], "actions": [measure_direct_actions], "stop": [measure_remote_stop]}
+    common.main(*only.get(sys.argv[1] if sys.argv[1:] else "",
+                          [measure, measure_cdp, measure_direct_actions, measure_remote_stop]))

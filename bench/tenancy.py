@@ -86,6 +86,7 @@ def _read(cdp, page, frame, url):
 def measure(stack):
     config = {name: os.environ.get(name) for name in ("VAR_DIR", "DATABASE_URL", "CELERY_BROKER_URL",
                                                        "RATELIMIT_STORAGE_URI")}
+    stack.tasks_worker  # noqa: B018  (starts the sessions' browsers)
     a = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
     b = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
     cdp = Cdp(b)

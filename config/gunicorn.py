@@ -7,8 +7,11 @@ beyond that, so some threads always remain for polls and submits.
 `bench/concurrent_waits.py` measures how many waits one process sustains (docs/results.md).
 """
 import os
+import re
 import sys
 from pathlib import Path
+
+from gunicorn.glogging import Logger
 
 # Loopback by default: HOST=0.0.0.0 (or an address) to serve other machines.
 bind = f"{os.environ.get('HOST') or '127.0.0.1'}:{os.environ.get('PORT', '8000')}"
@@ -46,6 +49,26 @@ keepalive = 5
 accesslog = "-"
 # gunicorn's default format, led by the worker's pid (which process answered).
 access_log_format = '[%(p)s] %(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+# URLs whose token is the whole permission (a live view and its socket, a kept session's login link, a
+# downloaded file's link), and query parameters that carry one: the access log shows "[token]" instead.
+TOKEN_IN_PATH = re.compile(r"(/live/|/cloud-browser/login/|/cloud-browser/replay/file/)[^/?#\s\"]+")
+TOKEN_IN_QUERY = re.compile(r"([?&](?:token|customToken|api_key|apiKey|key)=)[^&#\s\"]*", re.IGNORECASE)
+
+
+def redact_tokens(text):
+    return TOKEN_IN_QUERY.sub(r"\1[token]", TOKEN_IN_PATH.sub(r"\1[token]", text))
+
+
+class RedactingLogger(Logger):
+    """gunicorn's logger, with tokens taken out of every access-log atom (request line, path, query, referer,
+    headers) before the line is written."""
+
+    def atoms(self, resp, req, environ, request_time):
+        return {name: redact_tokens(value) if isinstance(value, str) else value
+                for name, value in super().atoms(resp, req, environ, request_time).items()}
+
+
+logger_class = RedactingLogger
 
 # The longest request line (method, URL, version) gunicorn reads; longer ones get 414.
 limit_request_line = int(os.environ.get("WEB_MAX_REQUEST_LINE", "8190"))
@@ -64,24 +87,6 @@ def _json_error(sock, status_int, reason, mesg):
     head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
     write_nonblock(sock, head + body)
-
-
-def post_worker_init(worker):
-    """Each web process runs the kept sessions' pool thread (one of them fills it: app/sessions/pool.py)."""
-    from app.sessions import pool
-
-    app = worker.wsgi
-    while not hasattr(app, "config") and hasattr(app, "app"):  # the Flask app inside WSGI middleware
-        app = app.app
-    if hasattr(app, "config"):
-        pool.start(app.config)
-
-
-def worker_exit(server, worker):
-    """Its unclaimed pooled browsers end with the web process (a SIGKILL: the reaper ends them)."""
-    from app.sessions import pool
-
-    pool.stop()
 
 
 # gunicorn has no setting for the format of its own error responses: its workers call

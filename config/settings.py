@@ -121,9 +121,19 @@ def load():
         "CREDITS_PER_1K_TOKENS": _env("CREDITS_PER_1K_TOKENS", 0.1, float),
         "NO_PROGRESS_REPEATS": _env("NO_PROGRESS_REPEATS", 3, int),
         "INPUT_TIMEOUT_SECONDS": _env("INPUT_TIMEOUT_SECONDS", 86400, int),
+        # How long a cloud_browser task's browser is kept as it is at an input-required pause (docs/agent.md says
+        # why 15 minutes); after that an answer resumes in a fresh browser with the pause's snapshot. 0: never kept.
+        "INPUT_KEEP_BROWSER_SECONDS": _env("INPUT_KEEP_BROWSER_SECONDS", 900, float),
         # Live view (app/live): how long a liveUrl works, and how many viewers one web process serves at once.
         "LIVE_URL_TTL_SECONDS": _env("LIVE_URL_TTL_SECONDS", 3600, int),
-        "LIVE_MAX_VIEWERS": _env("LIVE_MAX_VIEWERS", 16, int),
+        "LIVE_MAX_VIEWERS": _env("LIVE_MAX_VIEWERS", 16, int),  # view sockets (control sockets: apart)
+        # Fair shares of those (app/live/slots.py): one key's view sockets, one task's (or session's) view sockets,
+        # and one task's control sockets, which never wait for other keys' viewers.
+        "LIVE_VIEWERS_PER_KEY": _env("LIVE_VIEWERS_PER_KEY", 6, int),
+        "LIVE_VIEWERS_PER_TASK": _env("LIVE_VIEWERS_PER_TASK", 4, int),
+        "LIVE_CONTROLLERS_PER_TASK": _env("LIVE_CONTROLLERS_PER_TASK", 2, int),
+        # A control socket's input messages per second (a burst of twice that); a long one counts more.
+        "LIVE_INPUT_PER_SECOND": _env("LIVE_INPUT_PER_SECOND", 100, int),
         "FETCH_TIMEOUT_SECONDS": _env("FETCH_TIMEOUT_SECONDS", 15, float),
         # cloud_browser: a local Chromium per task (Debian's packages), or a Selenium Grid when the URL is set.
         "CHROMIUM_PATH": _env("CHROMIUM_PATH", "/usr/bin/chromium"),
@@ -131,7 +141,7 @@ def load():
         "SELENIUM_REMOTE_URL": _env("SELENIUM_REMOTE_URL"),
         # Sandboxed browsers a tasks worker host keeps started ahead, each handed out once (docs/browser-pool.md).
         "BROWSER_POOL_SIZE": _env("BROWSER_POOL_SIZE", 2, int),
-        # Kept sessions' browsers the web processes of a host keep started ahead (docs/browser-pool.md): one,
+        # Kept sessions' browsers the tasks workers of a host keep started ahead (docs/browser-pool.md): one,
         # since sessions are created far less often than tasks run and each idle browser holds its memory.
         "SESSION_POOL_SIZE": _env("SESSION_POOL_SIZE", 1, int),
         "BROWSER_WINDOW_SIZE": _env("BROWSER_WINDOW_SIZE", "1280x900"),
@@ -184,7 +194,21 @@ def load():
         # Attachments: upload size limit, how long files are kept, how long a presigned post is valid.
         "MAX_UPLOAD_BYTES": _env("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, int),
         "FILE_TTL_SECONDS": _env("FILE_TTL_SECONDS", 7 * 24 * 3600, int),
+        # Named browser profiles (app/profiles): a state larger than this is not saved (the trace says so); a profile
+        # no task or session used for this many days is deleted (beat).
+        "PROFILE_MAX_BYTES": _env("PROFILE_MAX_BYTES", 20 * 1024 * 1024, int),
+        "PROFILE_IDLE_DAYS": _env("PROFILE_IDLE_DAYS", 30, float),
+        # The Excel actions (answered by the web process): cells one call reads or writes, and what a workbook may
+        # unpack to (its XML: a few KB of .xlsx can hold 200,000 cells), each a 400 naming it beyond.
+        "EXCEL_MAX_CELLS": _env("EXCEL_MAX_CELLS", 20_000, int),
+        "EXCEL_MAX_UNPACKED_BYTES": _env("EXCEL_MAX_UNPACKED_BYTES", 4 * 1024 * 1024, int),
         "PRESIGNED_POST_TTL_SECONDS": _env("PRESIGNED_POST_TTL_SECONDS", 3600, int),
+        # Files a browser downloads become files of the key (kept like uploads): the largest one file may be (never
+        # more than MAX_UPLOAD_BYTES), all of one task's together, and how long a task's end waits for a download
+        # still being written. 50 MB a task: five files at the upload limit, a few MB of Postgres rows at most.
+        "DOWNLOAD_MAX_FILE_BYTES": _env("DOWNLOAD_MAX_FILE_BYTES", 10 * 1024 * 1024, int),
+        "DOWNLOAD_MAX_TASK_BYTES": _env("DOWNLOAD_MAX_TASK_BYTES", 50 * 1024 * 1024, int),
+        "DOWNLOAD_WAIT_SECONDS": _env("DOWNLOAD_WAIT_SECONDS", 10, float),
         # MCP tool servers: connecting and each tool call; tool results kept in the trace.
         "MCP_TIMEOUT_SECONDS": _env("MCP_TIMEOUT_SECONDS", 30, float),
         "MCP_TRACE_RESULT_CHARS": _env("MCP_TRACE_RESULT_CHARS", 500, int),
@@ -210,8 +234,14 @@ def load():
         "CLOUD_SESSION_TIMEOUT_SECONDS": _env("CLOUD_SESSION_TIMEOUT_SECONDS", 600, int),
         "CLOUD_SESSION_MAX_TIMEOUT_SECONDS": _env("CLOUD_SESSION_MAX_TIMEOUT_SECONDS", 4 * 3600, int),
         "CLOUD_SESSIONS_PER_KEY": _env("CLOUD_SESSIONS_PER_KEY", 5, int),
-        # The sessions' DevTools proxies listen here; CDP URLs name CDP_PUBLIC_HOST (default: the API's host).
-        "CDP_PROXY_BIND": _env("CDP_PROXY_BIND", "127.0.0.1"),
+        # A kept session whose machine's worker has not said it is alive for this long ends as error.
+        "SESSION_HOST_LOST_SECONDS": _env("SESSION_HOST_LOST_SECONDS", 60, int),
+        # A tasks worker's stream endpoint (workers/browser/host_endpoint.py): where it listens (host:port; port 0 is
+        # any free one), and the URL other machines' web processes reach it by (default: the bind address, or for
+        # 0.0.0.0 the address this machine reaches the database by, and the port it got).
+        "BROWSER_HOST_BIND": _env("BROWSER_HOST_BIND", "127.0.0.1:0"),
+        "BROWSER_HOST_URL": _env("BROWSER_HOST_URL"),
+        # CDP URLs name the web tier (any web process relays them): CDP_PUBLIC_HOST (host[:port]), default PUBLIC_URL's.
         "CDP_PUBLIC_HOST": _env("CDP_PUBLIC_HOST"),
         # Where callers reach this service: the base of the URLs it returns (presigned upload, login_url, and the
         # CDP URL's host unless CDP_PUBLIC_HOST); default http://HOST:PORT (127.0.0.1:8000).

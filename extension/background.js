@@ -9,6 +9,8 @@
 const POLL_SECONDS = 20;          // below the ~30 s after which Chromium stops a worker awaiting a fetch
 const UNREACHABLE_AFTER = 3;      // failed attempts in a row before "reconnecting" becomes "unreachable"
 const LOAD_TIMEOUT_MS = 30000;
+const DRAG_MOVES = 12;            // a pointer drag's moves between down and up (as the Selenium driver makes)
+const CHOICE_MS = 5000;           // how long a custom drop-down may take to show its options, then the chosen one
 
 // ---- settings and shared state (chrome.storage: local = settings + window ids, session = live state) ----
 async function settings() {
@@ -415,6 +417,36 @@ async function mouseAt(tabId, kind, x, y) {
   });
 }
 
+async function dragAlong(tabId, from, to) {
+  // A real pointer (trusted events) for libraries that drag on mouse or pointer events; HTML5 drag-and-drop
+  // sources page.js drags itself.
+  await withDebugger(tabId, async (send) => {
+    await send("Input.dispatchMouseEvent", {type: "mouseMoved", x: from.x, y: from.y});
+    await send("Input.dispatchMouseEvent", {type: "mousePressed", x: from.x, y: from.y, button: "left", clickCount: 1});
+    for (let step = 1; step <= DRAG_MOVES; step++) {
+      await send("Input.dispatchMouseEvent", {type: "mouseMoved", button: "left", buttons: 1,
+        x: from.x + (to.x - from.x) * step / DRAG_MOVES, y: from.y + (to.y - from.y) * step / DRAG_MOVES});
+    }
+    await send("Input.dispatchMouseEvent", {type: "mouseReleased", x: to.x, y: to.y, button: "left", clickCount: 1});
+  });
+}
+
+async function choose(tabId, target, option) {
+  // A <select> at once; a custom drop-down opened, its options waited for, then the chosen one till it shows.
+  const deadline = Date.now() + CHOICE_MS;
+  let result = ok(await page(tabId, "select", target, option, {open: true}));
+  while (result.pending) {
+    if (Date.now() > deadline) throw new Error(`The drop-down ${JSON.stringify(target)} showed no options to choose from.`);
+    await sleep(100);
+    result = ok(await page(tabId, "select", target, option, {open: false}));
+  }
+  while (result.widget && !(await page(tabId, "shows", String(result.index), result.selected))) {
+    if (Date.now() > deadline) throw new Error(`The option ${JSON.stringify(result.selected)} was clicked, but [${result.index}] does not show it.`);
+    await sleep(100);
+  }
+  return result;
+}
+
 function base64Of(bytes) {
   let text = "";
   for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
@@ -602,7 +634,14 @@ const COMMANDS = {
     return result;
   },
   type: async (c) => ok(await page(await drivenTab(c), "type", c.args.target, c.args.text, {clear: true})),
-  select: async (c) => ok(await page(await drivenTab(c), "select", c.args.target, c.args.option)),
+  select: async (c) => choose(await drivenTab(c), c.args.target, c.args.option),
+  drag: async (c) => {
+    const tabId = await drivenTab(c);
+    const result = ok(await page(tabId, "drag", c.args.source, c.args.target ?? null, {x: c.args.x || 0, y: c.args.y || 0}));
+    if (!result.html5) await dragAlong(tabId, result.from, result.to);
+    await settle(await drivenTab(c));
+    return result;
+  },
   scroll: async (c) => ok(await page(await drivenTab(c), "scroll", c.args.direction, c.args.target)),
   hover: async (c) => ok(await page(await drivenTab(c), "hover", c.args.target)),
   press: async (c) => {

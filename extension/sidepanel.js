@@ -3,8 +3,9 @@
 setupCommon();
 
 const ACTIVE = ["pending", "input-required"];
-let shownTask = null;     // requestId whose trace is on screen
-let answering = false;    // keep the answer box while the user types
+// The running task's box is built once per task and then updated in place: a refresh every second never
+// replaces the Stop button or the answer form under the user's pointer or cursor.
+let running = null;       // {requestId, status, elapsed, trace, question, stop} of the task on screen
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -26,50 +27,67 @@ function traceOf(task) {
   return (task.progress && task.progress.actionTrace) || (task.response && task.response.actionTrace) || [];
 }
 
-function renderRunning(task) {
-  const box = document.getElementById("running");
-  if (!task) {
-    shownTask = null;
-    answering = false;
-    box.replaceChildren(el("span", {class: "muted", text: "No task is running in this window."}));
-    return;
-  }
-  if (answering && shownTask === task.requestId && task.status === "input-required") {
-    return;  // the user is typing an answer: leave the form alone
-  }
-  shownTask = task.requestId;
-  const children = [
-    el("div", {class: "prompt", text: task.prompt}),
-    el("div", {class: "row"},
-      el("span", {class: `status-${task.status}`, id: "running-status", text: task.status}),
-      el("span", {class: "muted", id: "elapsed", text: `elapsed ${elapsed(task.createdAt)}`})),
-    el("ol", {class: "trace", id: "trace"}, ...traceOf(task).map((entry) => el("li", {text: entry.action}))),
-  ];
-  if (task.status === "input-required" && task.hitlInputMetadata) {
-    const question = (task.hitlInputMetadata.action && task.hitlInputMetadata.action.question) ||
-      (task.response && task.response.output && task.response.output.content) || "The task needs your input.";
-    const input = el("input", {type: "text", id: "answer", placeholder: "Your answer"});
-    input.addEventListener("input", () => { answering = true; });
-    const send = el("button", {class: "primary", type: "button", id: "send-answer", text: "Send",
-      onclick: async () => {
-        send.disabled = true;
-        try {
-          await background({type: "api", method: "POST", path: `/remote-dispatch/responses/${task.requestId}/input`,
-            body: {inputId: task.hitlInputMetadata.inputId, answer: input.value}});
-          answering = false;
-        } catch (e) { send.disabled = false; alert(e.message); }
-        refresh();
-      }});
-    children.push(el("div", {class: "card", id: "input-required"},
-      el("label", {for: "answer", text: question}), input, el("p", {}, send)));
-  }
-  children.push(el("p", {}, el("button", {class: "danger", type: "button", id: "stop", text: "Stop",
-    onclick: async () => {
+function buildRunning(task) {
+  const view = {
+    requestId: task.requestId,
+    status: el("span", {id: "running-status"}),
+    elapsed: el("span", {class: "muted", id: "elapsed"}),
+    trace: el("ol", {class: "trace", id: "trace"}),
+    questionSlot: el("div"),
+    question: null,       // the inputId whose answer form is shown
+    stop: el("button", {class: "danger", type: "button", id: "stop", text: "Stop", onclick: async () => {
       await background({type: "api", method: "POST", path: `/remote-dispatch/responses/${task.requestId}/cancel`})
         .catch((e) => alert(e.message));
       refresh();
-    }})));
-  box.replaceChildren(...children);
+    }}),
+  };
+  document.getElementById("running").replaceChildren(
+    el("div", {class: "prompt", text: task.prompt}),
+    el("div", {class: "row"}, view.status, view.elapsed),
+    view.trace, view.questionSlot, el("p", {}, view.stop));
+  return view;
+}
+
+function answerForm(task) {
+  const metadata = task.hitlInputMetadata;
+  const question = (metadata.action && metadata.action.question) ||
+    (task.response && task.response.output && task.response.output.content) || "The task needs your input.";
+  const input = el("input", {type: "text", id: "answer", placeholder: "Your answer"});
+  const send = el("button", {class: "primary", type: "button", id: "send-answer", text: "Send",
+    onclick: async () => {
+      send.disabled = true;
+      try {
+        await background({type: "api", method: "POST", path: `/remote-dispatch/responses/${task.requestId}/input`,
+          body: {inputId: metadata.inputId, answer: input.value}});
+      } catch (e) { send.disabled = false; alert(e.message); }
+      refresh();
+    }});
+  return el("div", {class: "card", id: "input-required"}, el("label", {for: "answer", text: question}), input,
+    el("p", {}, send));
+}
+
+function renderRunning(task) {
+  if (!task) {
+    running = null;
+    document.getElementById("running").replaceChildren(
+      el("span", {class: "muted", text: "No task is running in this window."}));
+    return;
+  }
+  if (!running || running.requestId !== task.requestId) running = buildRunning(task);
+  running.status.className = `status-${task.status}`;
+  running.status.textContent = task.status;
+  running.elapsed.textContent = `elapsed ${elapsed(task.createdAt)}`;
+  const actions = traceOf(task).map((entry) => entry.action);
+  if (running.trace.dataset.actions !== JSON.stringify(actions)) {
+    running.trace.dataset.actions = JSON.stringify(actions);
+    running.trace.replaceChildren(...actions.map((action) => el("li", {text: action})));
+  }
+  const inputId = task.status === "input-required" && task.hitlInputMetadata
+    ? task.hitlInputMetadata.inputId || "question" : null;
+  if (running.question !== inputId) {   // a new question gets a new form; an answered one goes away
+    running.question = inputId;
+    running.questionSlot.replaceChildren(...(inputId ? [answerForm(task)] : []));
+  }
 }
 
 function renderRecent(tasks) {

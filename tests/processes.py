@@ -1,5 +1,7 @@
 """Real service processes for tests: celery workers, beat and gunicorn, on the test database and broker."""
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -58,12 +60,13 @@ class ManagedProcess:
 
 
 class WorkerProcess(ManagedProcess):
-    """A real `celery -A workers worker` process."""
+    """A real `celery -A workers worker` process (`node`: its exact node name, as the Procfile's `tasks@%h`; else
+    one of its own)."""
 
-    def __init__(self, queues="tasks,webhooks", concurrency=2, env=None, name="w"):
+    def __init__(self, queues="tasks,webhooks", concurrency=2, env=None, name="w", node=None):
         super().__init__(
             [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
-             "-c", str(concurrency), "--prefetch-multiplier=1", "-n", f"{name}-{os.getpid()}-{time.time_ns()}@%h",
+             "-c", str(concurrency), "--prefetch-multiplier=1", "-n", node or f"{name}-{os.getpid()}-{time.time_ns()}@%h",
              "--without-gossip", "--without-mingle", "--loglevel=INFO"],
             f"celery-{name}", env)
         self.wait_until(lambda: "ready." in self.output())
@@ -92,3 +95,27 @@ class WebProcess(ManagedProcess):
             return requests.get(self.base + "/healthz", timeout=1).ok
         except requests.RequestException:
             return False
+
+
+@contextlib.contextmanager
+def two_machines(worker_env=None, node=None, name="split", web_env=None):
+    """A web process and a tasks worker, each with a VAR_DIR of its own, as on two machines (nothing one writes on
+    disk is seen by the other): yields (web, worker, web VAR_DIR, worker VAR_DIR). Both stop and both folders go,
+    whatever happens; a kept browser the worker left is ended with them."""
+    from app.sandbox import processes as sandbox_processes
+    from app.sessions.browsers import sessions_root
+
+    folders = [tempfile.mkdtemp(prefix="rd-web-var-"), tempfile.mkdtemp(prefix="rd-worker-var-")]
+    started = []
+    try:
+        started.append(WebProcess(env={"VAR_DIR": folders[0], **(web_env or {})}))
+        started.append(WorkerProcess(queues="tasks", concurrency=2, node=node, name=name,
+                                     env={"VAR_DIR": folders[1], "PUBLIC_URL": started[0].base, **(worker_env or {})}))
+        yield (*started, *folders)
+    finally:
+        for process in reversed(started):
+            process.stop()
+        for folder in folders:
+            for leftover in sandbox_processes.processes_under(str(sessions_root({"VAR_DIR": folder}))):
+                sandbox_processes.end_processes([leftover])
+            shutil.rmtree(folder, ignore_errors=True)

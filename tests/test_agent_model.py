@@ -16,7 +16,9 @@ from tests.llm_server import ScriptedModel, check, failure, is_check, text, tool
 from tests.page_server import PageServer
 
 MAX_STEPS = 6
-CONTEXT, REPLY, VIEW = 3000, 300, 3000
+# A context just large enough for the web agent's prompt and tools (thirteen, since drag and draw), a page view of
+# VIEW characters and the reply: a second view does not fit whole.
+CONTEXT, REPLY, VIEW = 3400, 300, 3000
 SHOP = """<html><head><title>Tom & Jerry's shop</title></head><body><h1>Offers for "friends" & family</h1>
 <a href="#lower" onclick="out.textContent = 'You chose the lower-case eget.'">eget</a>
 <a href="#upper" onclick="out.textContent = 'You chose the capital Eget.'">Eget</a>
@@ -34,6 +36,11 @@ PRESS = """<html><head><title>Press</title></head><body><button onclick="out.tex
 FORM = """<html><head><title>Form</title></head><body><label for="name">Name</label> <input id="name">
 <button onclick="out.textContent = 'Submitted ' + document.getElementById('name').value + '.'">Submit</button>
 <p id="out">Nothing submitted.</p></body></html>"""
+# The same in German, with a button that does nothing.
+FORMULAR = """<html lang="de"><head><title>Formular</title></head><body><label for="name">Name</label> <input id="name">
+<button>Hilfe</button>
+<button onclick="out.textContent = 'Gesendet: ' + document.getElementById('name').value + '.'">Absenden</button>
+<p id="out">Noch nichts gesendet.</p></body></html>"""
 pytestmark = pytest.mark.slow
 
 
@@ -48,7 +55,8 @@ def model():
 def pages():
     server = PageServer({"/article": "<html><head><title>Herons</title></head><body><nav>Menu</nav>"
                                      "<h1>The grey heron</h1><p class='lead'>A long-legged bird.</p></body></html>",
-                         "/shop": SHOP, "/big": BIG, "/press": PRESS, "/form": FORM})
+                         "/shop": SHOP, "/big": BIG, "/press": PRESS, "/form": FORM,
+                         "/formular": FORMULAR})
     yield server
     server.close()
 
@@ -320,8 +328,8 @@ def test_the_model_sees_the_page_after_every_action_as_written(client, api_key, 
     assert all(r["max_tokens"] == REPLY and r["tool_choice"] == "required" for r in requests)
     # Few tools: the page view follows every action, so no read tool.
     assert {t["function"]["name"] for t in requests[0]["tools"]} == {
-        "answer", "ask_user", "ask_for_person", "wait", "go_to", "click", "type", "select", "press", "scroll", "extract",
-        "go_back"}
+        "answer", "ask_user", "ask_for_person", "wait", "go_to", "click", "type", "select", "drag", "draw", "press",
+        "scroll", "extract", "go_back"}
     opened = _result(requests[1])
     assert opened.startswith(f"URL: {pages.url('/shop')}\nTitle: Tom & Jerry's shop\n")
     assert 'Offers for "friends" & family' in opened and """value="say 'hi' & <bye>\"""" in opened
@@ -489,7 +497,43 @@ def test_typing_what_the_task_asks_to_submit_is_not_done_until_it_is_submitted(
     assert body["status"] == "success", body["response"]
     assert body["response"]["text"] == "Submitted."
     requests = model.bodies()
-    assert _result(requests[3]) == ("Not done yet: The last action only filled in a field, and the task asks to "
-                                    "press. Keep working on the task, then call answer.")
+    assert _result(requests[3]) == ('Not done yet: No action acted on "Submit", which the task names. Keep working '
+                                    "on the task, then call answer.")
     assert len(_checks(requests)) == 1  # the model judged only the submitted form
     assert "Submitted Ada." in requests[-1]["messages"][-1]["content"]
+
+
+def test_a_german_task_is_held_to_the_button_it_names_and_to_what_the_answer_expects(
+        client, api_key, model, pages, model_worker):
+    # No English word to read: the page's label the task names (Absenden), and the text the answer expects to see.
+    model.script(tool_call("go_to", url=pages.url("/formular")), tool_call("type", target="Name", text="Ada"),
+                 tool_call("answer", text="Fertig.", expect="Gesendet: Ada."), tool_call("answer", text="Fertig."),
+                 tool_call("click", target="Absenden"), tool_call("answer", text="Gesendet.", expect="gesendet: ada"),
+                 check(True, "Die Seite sagt Gesendet: Ada."))
+    prompt = f"/Operator Öffne {pages.url('/formular')}, gib „Ada“ als Namen ein und drücke auf Absenden."
+    _, body = run(client, api_key, {"executionMode": "cloud_browser", "prompt": prompt})
+    assert body["status"] == "success", body["response"]
+    assert body["response"]["text"] == "Gesendet."
+    requests = model.bodies()
+    answer = next(t for t in requests[0]["tools"] if t["function"]["name"] == "answer")
+    assert set(answer["function"]["parameters"]["properties"]) == {"text", "expect"}
+    assert _result(requests[3]) == ('Not done yet: The answer expects the page to show "Gesendet: Ada.", and it does '
+                                    "not. Keep working on the task, then call answer.")
+    assert _result(requests[4]) == ('Not done yet: No action acted on "Absenden", which the task names. Keep working '
+                                    "on the task, then call answer.")
+    assert len(_checks(requests)) == 1 and "Gesendet: Ada." in requests[-1]["messages"][-1]["content"]
+    checks = [e["check"] for e in body["response"]["actionTrace"] if "check" in e]
+    assert [c["by"] for c in checks] == ["rules", "rules", "model", "model"]
+
+
+def test_an_answer_after_a_click_that_changed_nothing_is_sent_back(client, api_key, model, pages, model_worker):
+    model.script(tool_call("go_to", url=pages.url("/formular")), tool_call("click", target="Hilfe"),
+                 tool_call("answer", text="Abgeschickt."), tool_call("click", target="Absenden"),
+                 tool_call("answer", text="Abgeschickt."), check(True, "Die Seite sagt Gesendet."))
+    prompt = f"/Operator Öffne {pages.url('/formular')} und schicke das Formular ab."
+    _, body = run(client, api_key, {"executionMode": "cloud_browser", "prompt": prompt})
+    assert body["status"] == "success", body["response"]
+    requests = model.bodies()
+    assert _result(requests[3]) == ('Not done yet: The last action (click "Hilfe") changed nothing on the page. '
+                                    "Keep working on the task, then call answer.")
+    assert len(_checks(requests)) == 1

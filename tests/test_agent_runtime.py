@@ -123,6 +123,25 @@ def test_secrets_substitute_and_redact():
     assert secrets.redact(real) == args
 
 
+def test_a_recording_keeps_no_four_characters_of_a_secrets_forms():
+    import base64
+
+    secrets = Secrets({"PIN": "Zq7!kW3#mP9x", "SHORT": "ab1"})
+    encoded = base64.b64encode(b"user:Zq7!kW3#mP9x").decode()  # the value inside a longer base64 text
+    events = [{"type": 3, "data": {"texts": [{"value": "typed: Zq7!k"}, {"value": "reversed x9Pm#3Wk"}],
+               "attributes": [{"attributes": {"title": "ZQ7!KW"}}], "adds": [{"node": {"tagName": "zq7!"}}]}},
+              {"type": 4, "data": {"href": f"http://x/?auth={encoded}&code=ab1&n=Zq7"}}]
+    masked = secrets.mask_pieces(secrets.redact(events), keep=("tagName",))
+    assert masked[0]["data"]["texts"] == [{"value": "typed: *****"}, {"value": "reversed ********"}]
+    assert masked[0]["data"]["attributes"][0]["attributes"]["title"] == "******"  # ASCII case ignored
+    assert masked[0]["data"]["adds"][0]["node"]["tagName"] == "zq7!"  # structure is kept
+    href = masked[1]["data"]["href"]
+    assert "code=${SHORT}&n=Zq7" in href  # a short value where whole; three characters of a long one stay
+    inner = encoded[8:20]  # the groups of the base64 text that hold the value's bytes only
+    assert inner not in href and not any(inner[i:i + 4] in href for i in range(len(inner) - 3))
+    assert secrets.holds("say Zq7!kW3#mP9x") and not secrets.holds("Zq7!")
+
+
 @pytest.mark.parametrize("selector, expected", [
     ("h1", "Title"),
     ("#main > p", "one\ntwo"),

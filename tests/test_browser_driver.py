@@ -1,14 +1,17 @@
 """The Selenium driver and page.js on a real headless Chromium: what the agent reads and what its actions do."""
 import os
+import re
 
 import pytest
 
 from tests.conftest import wait_until
 from tests.page_server import PageServer
+from workers.agent.actions import describe
 from workers.browser.base import BrowserError, BrowserUnavailable
 from workers.browser.egress import EgressProxy
 from workers.browser.reaper import our_browser_processes
 from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+from workers.planners.builtin import parse_step
 
 pytestmark = pytest.mark.slow
 
@@ -55,11 +58,122 @@ CASES = """<html><head><title>Cases</title></head><body>
  out.textContent = 'inner'">Details</button></div>
 <p id="out"></p></body></html>"""
 
+# An HTML5 sortable list (draggable="true", dragstart/dragover/drop with the DataTransfer): the dragged item goes
+# before the one it is dropped on. WebDriver's pointer fires none of these events in Chromium.
+SORTABLE = """<html><head><title>Sortable</title></head><body>
+<ul id="list">
+<li draggable="true" id="a">Item 1</li><li draggable="true" id="b">Item 2</li><li draggable="true" id="c">Item 3</li>
+</ul><p id="order"></p>
+<script>
+const list = document.getElementById("list");
+function show() { order.textContent = "order: " + [...list.children].map((li) => li.id).join(","); }
+list.addEventListener("dragstart", (e) => e.dataTransfer.setData("text/plain", e.target.id));
+list.addEventListener("dragover", (e) => e.preventDefault());
+list.addEventListener("drop", (e) => {
+  e.preventDefault();
+  const moved = document.getElementById(e.dataTransfer.getData("text/plain"));
+  const onto = e.target.closest("li");
+  if (moved && onto && moved !== onto) list.insertBefore(moved, onto);
+  show();
+});
+show();
+</script></body></html>"""
+# A slider of its own (no <input type=range>): pointer events on the handle and the document, 2 px per unit.
+SLIDER = """<html><head><title>Slider</title></head><body style="margin:40px">
+<div id="track" style="position:relative; width:240px; height:10px; background:#ccc; margin:40px">
+  <div id="handle" role="slider" aria-label="Volume" aria-valuenow="10"
+       style="position:absolute; left:15px; top:-10px; width:10px; height:30px; background:#333"></div>
+</div><p id="value">value 10</p>
+<script>
+let start = null, startValue = 10, value = 10;
+handle.addEventListener("pointerdown", (e) => { start = e.clientX; startValue = value; });
+document.addEventListener("pointermove", (e) => {
+  if (start === null) return;
+  value = Math.max(0, Math.min(120, Math.round(startValue + (e.clientX - start) / 2)));
+  handle.style.left = (value * 2 - 5) + "px";
+  handle.setAttribute("aria-valuenow", value);
+  document.getElementById("value").textContent = "value " + value;
+});
+document.addEventListener("pointerup", () => { start = null; });
+</script></body></html>"""
+# A drop-down of its own: a button that opens a listbox (its options come a moment later, as from a server), and
+# shows the chosen option.
+COMBOBOX = """<html><head><title>Paint</title></head><body>
+<span id="colour-label">Colour</span>
+<div role="combobox" id="colour" tabindex="0" aria-labelledby="colour-label" aria-haspopup="listbox"
+     aria-controls="colours" aria-expanded="false" style="border:1px solid; width:120px">Pick one</div>
+<ul role="listbox" id="colours" style="display:none"></ul>
+<p id="out"></p>
+<script>
+const box = document.getElementById("colour"), pop = document.getElementById("colours");
+box.addEventListener("click", () => {
+  box.setAttribute("aria-expanded", "true");
+  pop.style.display = "block";
+  setTimeout(() => {
+    pop.innerHTML = ["Red", "Blue", "Green"].map((c) => `<li role="option" id="o-${c}">${c}</li>`).join("");
+  }, 300);
+});
+pop.addEventListener("click", (e) => {
+  const option = e.target.closest("[role=option]");
+  if (!option) return;
+  box.textContent = option.textContent;
+  box.setAttribute("aria-expanded", "false");
+  pop.style.display = "none";
+  out.textContent = "chosen " + option.textContent;
+});
+</script></body></html>"""
+# A form served from another origin (another port) inside an iframe: it submits to /echo within the frame.
+OUTER = """<html><head><title>Outer</title></head><body><h1>Checkout</h1><button>Outer button</button>
+<iframe id="pay" src="%s" style="width:600px; height:400px"></iframe></body></html>"""
+FORM = """<html><body><form action="/echo">
+<label>Name <input name="name"></label>
+<label>Email <input name="email"></label>
+<select name="plan"><option>Basic</option><option>Pro</option></select>
+<input type="file" id="doc" onchange="picked.textContent = 'picked ' + this.files[0].name">
+<p id="picked"></p>
+<button type="submit">Send</button>
+</form></body></html>"""
+# The same form of another origin one level deeper: in a same-origin iframe, and in an open shadow root.
+NESTED = """<html><head><title>Nested</title></head><body><h1>Shop</h1>
+<iframe src="/inner" style="width:700px; height:500px"></iframe></body></html>"""
+INNER = """<html><body><p>Inner frame</p><iframe src="%s" style="width:650px; height:450px"></iframe></body></html>"""
+SHADOWED = """<html><head><title>Shadowed</title></head><body><h1>Shop</h1><div id="host"></div><script>
+document.getElementById("host").attachShadow({mode: "open"}).innerHTML =
+  '<p>In the shadow</p><iframe src="%s" style="width:650px; height:450px"></iframe>';
+</script></body></html>"""
+# A button of the top document whose text is the frame's button's too, or only holds it.
+BOTH = """<html><head><title>Both</title></head><body><button onclick="out.textContent = 'top %s'">%s</button>
+<p id="out"></p><iframe src="%s" style="width:600px; height:400px"></iframe></body></html>"""
+# A drawing pad: a stroke from pointer down to up, drawn through each move.
+CANVAS = """<html><head><title>Pad</title></head><body style="margin:30px">
+<canvas id="pad" width="200" height="100"></canvas><p id="out"></p><script>
+const pad = document.getElementById("pad"), ctx = pad.getContext("2d");
+let drawing = false;
+pad.addEventListener("pointerdown", (e) => {
+  drawing = true; ctx.lineWidth = 3; ctx.beginPath(); ctx.moveTo(e.offsetX, e.offsetY);
+  out.textContent = "from " + e.offsetX + "," + e.offsetY; });
+pad.addEventListener("pointermove", (e) => { if (drawing) { ctx.lineTo(e.offsetX, e.offsetY); ctx.stroke(); } });
+pad.addEventListener("pointerup", (e) => { drawing = false; out.textContent += " to " + e.offsetX + "," + e.offsetY; });
+</script></body></html>"""
+
 
 @pytest.fixture(scope="module")
 def pages():
     server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD, "/big": BIG,
-                         "/cases": CASES, "/shapes": SHAPES})
+                         "/cases": CASES, "/shapes": SHAPES, "/sortable": SORTABLE, "/slider": SLIDER,
+                         "/combobox": COMBOBOX, "/canvas": CANVAS})
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def other_origin(pages):
+    """A second loopback origin (another port): the outer page on `pages` frames a form of this one."""
+    server = PageServer({"/form": FORM})
+    pages.pages.update({"/outer": OUTER % server.url("/form"), "/nested": NESTED, "/inner": INNER % server.url("/form"),
+                        "/shadowed": SHADOWED % server.url("/form"),
+                        "/both": BOTH % ("send", "Send", server.url("/form")),
+                        "/holds": BOTH % ("copy", "Send a copy", server.url("/form"))})
     yield server
     server.close()
 
@@ -285,3 +399,126 @@ def _answers(port):
         return requests.get(f"http://127.0.0.1:{port}/status", timeout=1).ok
     except requests.RequestException:
         return False
+
+
+# --- the hand: drag and drop, custom drop-downs, frames of another origin ---------------------------------
+def test_an_html5_sortable_list_item_is_dragged_onto_another(browser, pages):
+    browser.open(pages.url("/sortable"))
+    done = browser.drag("Item 3", "Item 1")
+    assert done["html5"] and done["accepted"] and done["source"]["label"] == "Item 3"
+    assert browser.extract("#order") == ["order: c,a,b"]
+    numbers = {e["label"]: e["index"] for e in browser.read().elements}
+    browser.drag(numbers["Item 1"], f"[{numbers['Item 2']}]")  # by element numbers, as the page view shows them
+    assert browser.extract("#order") == ["order: c,a,b"]  # Item 1 was already before Item 2
+    browser.drag(numbers["Item 2"], numbers["Item 3"])
+    assert browser.extract("#order") == ["order: b,c,a"]
+
+
+def test_a_pointer_driven_slider_is_dragged_to_a_value(browser, pages):
+    browser.open(pages.url("/slider"))
+    done = browser.drag("Volume", offset=(60, 0))
+    assert not done["html5"] and done["target"] is None
+    assert browser.extract("#value") == ["value 40"]
+    browser.drag("Volume", offset=(-40, 0))
+    assert browser.extract("#value") == ["value 20"]
+
+
+def test_an_aria_combobox_is_opened_and_its_option_chosen_by_text(browser, pages):
+    browser.open(pages.url("/combobox"))
+    chosen = browser.select("Colour", "blue")
+    assert chosen["selected"] == "Blue" and chosen["role"] == "combobox"
+    assert browser.extract("#out") == ["chosen Blue"] and browser.extract("#colour") == ["Blue"]
+    browser.click("Colour")
+    wait_until(lambda: "Green" in browser.read().text, timeout=5)
+    line = next(line for line in browser.read().text.splitlines() if 'role="combobox"' in line)
+    assert 'options="Red | Blue | Green"' in line  # the view lists an open combobox's options
+    with pytest.raises(BrowserError, match=r'No option "Purple" in \[\d+\] \(options: Red, Blue, Green\)'):
+        browser.select("Colour", "Purple")
+
+
+def test_a_form_in_a_frame_of_another_origin_is_read_filled_and_submitted(browser, pages, other_origin, tmp_path):
+    browser.open(pages.url("/outer"))
+    reading = browser.read()
+    framed = [e for e in reading.elements if e.get("frame")]
+    assert {e["label"] for e in framed} >= {"Name", "Email", "Send"}, reading.text
+    assert all(e["frame"] == other_origin.url("/form") for e in framed)
+    numbers = [e["index"] for e in reading.elements]
+    assert len(numbers) == len(set(numbers)), reading.text  # one number, one element, across both origins
+    assert re.search(rf"\(frame \d+: {re.escape(other_origin.url('/form'))}\)\n(.*\n)*\[\d+\]<input name=\"name\">Name",
+                     reading.text), reading.text  # the frame's elements under the line that names it
+    email = next(e["index"] for e in framed if e["label"] == "Email")
+    browser.type("Name", "Ada")  # by its label: found in the frame
+    browser.type(email, "ada@example.com")  # by its number
+    assert browser.select("plan", "Pro")["selected"] == "Pro"
+    upload = tmp_path / "id.pdf"
+    upload.write_bytes(b"%PDF-1.4\n")
+    browser.upload("#doc", str(upload))
+    assert "picked id.pdf" in browser.read().text
+    browser.click("Send")
+    wait_until(lambda: "name=Ada" in browser.read().text, timeout=10)
+    text = browser.read().text
+    assert "email=ada@example.com" in text and "plan=Pro" in text
+    assert browser.current_url() == pages.url("/outer")  # the frame navigated, the page did not
+    browser.click("Outer button")  # and the top document is still where actions go by default
+
+
+@pytest.mark.parametrize("page", ["/nested", "/shadowed"])
+def test_a_form_of_another_origin_in_a_same_origin_frame_or_a_shadow_root_is_filled_and_submitted(
+        browser, pages, other_origin, page):
+    browser.open(pages.url(page))
+    reading = browser.read()
+    framed = {e["label"]: e for e in reading.elements if e.get("frame")}
+    assert {"Name", "Email", "Send"} <= set(framed), reading.text
+    assert framed["Name"]["frame"].endswith(other_origin.url("/form")), framed["Name"]
+    browser.type("Name", "Ada")  # by its label
+    browser.type(framed["Email"]["index"], "ada@example.com")  # by its number
+    browser.click("Send")
+    wait_until(lambda: "name=Ada" in browser.read().text, timeout=10)
+    assert "email=ada@example.com" in browser.read().text
+    assert browser.current_url() == pages.url(page)
+
+
+def test_a_text_in_the_page_and_in_a_frame_of_another_origin_is_ambiguous_and_the_stronger_match_wins(
+        browser, pages, other_origin):
+    browser.open(pages.url("/both"))
+    reading = browser.read()
+    sends = [e["index"] for e in reading.elements if e["label"] == "Send"]
+    with pytest.raises(BrowserError, match=r'Several elements match "Send" .*\[\d+\] <button> Send, '
+                                           r'\[\d+\] <button> Send\. Use the element number'):
+        browser.click("Send")
+    assert "top send" not in browser.read().text  # nothing was clicked
+    browser.type("Name", "Bo")
+    browser.click(sends[1])  # the number says which: the frame's
+    wait_until(lambda: "name=Bo" in browser.read().text, timeout=10)
+    assert "top send" not in browser.read().text
+
+    # The frame's exact "Send" is a stronger match than the page's "Send a copy", as it would be in one document.
+    browser.open(pages.url("/holds"))
+    browser.read()
+    browser.type("Name", "Ada")
+    browser.click("Send")
+    wait_until(lambda: "name=Ada" in browser.read().text, timeout=10)
+    assert "top copy" not in browser.read().text
+    browser.click("send a copy")
+    assert "top copy" in browser.read().text
+
+
+def test_the_built_in_steps_and_the_trace_say_what_was_dragged_where():
+    by_text, by_number, by_offset = (parse_step(line) for line in (
+        'drag "Item 3" to "Done"', "drag [3] to [7]", 'drag "Slider" by 40,0'))
+    assert by_text.args == {"source": "Item 3", "target": "Done"}
+    assert by_number.args == {"source": "[3]", "target": "[7]"}
+    assert by_offset.args == {"source": "Slider", "x": 40.0, "y": 0.0}
+    assert describe("drag", by_offset.args) == 'drag "Slider" by 40,0'
+    assert describe("drag", {"source": 3, "target": 7}) == 'drag "3" to "7"'
+
+
+def test_a_path_is_drawn_through_points_on_a_canvas(browser, pages):
+    browser.open(pages.url("/canvas"))
+    step = parse_step('draw on "#pad" through 10,10 150,10 150,60')
+    assert step.args == {"target": "#pad", "points": [[10.0, 10.0], [150.0, 10.0], [150.0, 60.0]]}
+    browser.draw("#pad", step.args["points"])
+    assert browser.extract("#out") == ["from 10,10 to 150,60"]
+    ink = "return document.getElementById('pad').getContext('2d').getImageData(%d, %d, 1, 1).data[3]"
+    assert browser.run_js(ink % (80, 10)) > 0 and browser.run_js(ink % (150, 35)) > 0  # along both segments
+    assert browser.run_js(ink % (80, 50)) == 0  # and nowhere else

@@ -2,6 +2,7 @@
 task and shows it nothing of another's, waits with the recorder its task adopts, a task's fence holds on them, a burst
 beyond the pool starts cold, a dead pooled browser is never handed out, and none is left after its worker is stopped
 or SIGKILLed."""
+import json
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ from app.sandbox import processes as sandbox_processes
 from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import submit, wait_for_status, wait_until
 from tests.processes import WorkerProcess
+from tests.upstream_proxies import BasicAuthProxy
 from workers.browser.egress import our_proxies
 from workers.browser.pool import _add_recorder, pool_root, ready_boxes
 
@@ -24,7 +26,7 @@ CHECK = """<html><head><title>Check</title><script src="/cached.js"></script></h
 SET = """<html><head><title>Set</title><script src="/cached.js"></script></head><body><p>set</p><script>
 localStorage.setItem("rd-left", "task one"); document.cookie = "rd_js=one; max-age=3600";
 history.pushState({}, "", "/set#pushed");</script></body></html>"""
-# The recorders the page runs (recording.js names its object __rd<random>): none, or which
+# The recorders the page can see (recording.js names its object __rd<random>, in an isolated world): none
 RECORDER = """<html><head><title>Recorder</title></head><body><p id="state"></p><script>
 document.getElementById("state").textContent = Object.getOwnPropertyNames(window).filter(function (name) {
   return name.indexOf("__rd") === 0; }).join(",") || "none";</script></body></html>"""
@@ -87,9 +89,12 @@ def pool_worker(app):
     wait_until(lambda: not pool_processes(), what="the pooled browsers to end with their worker", timeout=30)
 
 
-def downloaded(request_id):
-    folder = os.path.join(os.environ["VAR_DIR"], "downloads", "remote-dispatch", request_id)
-    return {name: open(os.path.join(folder, name)).read() for name in os.listdir(folder)}
+def downloaded(client, api_key, body):
+    """The task's downloads, as files of the key (the worker's disk keeps none of them)."""
+    folder = os.path.join(os.environ["VAR_DIR"], "downloads", "remote-dispatch", body["requestId"])
+    assert not os.path.exists(folder)
+    return {item["filename"]: client.get(f"/fast/v2/files/{item['key']}", headers={"x-api-key": api_key}).text
+            for item in body["response"]["files"]}
 
 
 def test_a_pooled_task_gives_what_a_cold_one_gives_and_size_0_is_today(client, api_key, pages, request):
@@ -108,7 +113,7 @@ def test_a_pooled_task_gives_what_a_cold_one_gives_and_size_0_is_today(client, a
         assert body["status"] == "success", body
         assert body["response"]["text"] == FRESH.replace("history=2", "history=3").replace(
             "America/Los_Angeles", "Europe/Paris")
-        assert downloaded(body["requestId"]) == {"notes.html": pages.pages["/reach-out"]}
+        assert downloaded(client, api_key, body) == {"notes.html": pages.pages["/reach-out"]}
     assert [(e["action"], e["url"]) for e in cold_body["response"]["actionTrace"]] == \
         [(e["action"], e["url"]) for e in pooled_body["response"]["actionTrace"]]
     wait_until(pool_full, what="the pool to refill", timeout=60)
@@ -135,10 +140,11 @@ def test_a_pooled_browser_waits_with_its_recorder_and_its_task_adopts_it(client,
     assert len(names) == POOL_SIZE and all(name.startswith("__rd") for name in names)
     body = run(client, api_key, "\n".join(["/Operator", f"go to {pages.url('/recorder')}", "extract #state"]))
     assert body["status"] == "success", body
-    assert body["response"]["text"] in names  # the first page ran the pool's recorder, and no other
+    assert body["response"]["text"] == "none"  # the pool's recorder runs where the page cannot see it...
     recording = client.get(f"/fast/v2/remote-dispatch/responses/{body['requestId']}/recording",
                            headers={"x-api-key": api_key}).get_json()
-    assert 2 in {e["type"] for e in recording["events"]}  # the first page's full snapshot
+    assert 2 in {e["type"] for e in recording["events"]}  # ...and recorded the first page's full snapshot
+    assert '"none"' in json.dumps(recording["events"])
     assert [m["action"] for m in recording["markers"]][:2] == ["go_to", "extract"]
 
 
@@ -169,6 +175,26 @@ def test_a_fenced_task_on_a_pooled_browser_is_fenced(client, api_key, pages, poo
         assert canary.connections, open_body
     finally:
         canary.close()
+
+
+def test_a_task_with_a_proxy_on_a_pooled_browser_goes_through_it(client, api_key, pages, pool_worker):
+    """The pooled browser's egress proxy started before its task: the task's proxy reaches it at the claim."""
+    caller = BasicAuthProxy("pool", "pooled-secret")
+    try:
+        wait_until(pool_full, what="the pool to fill", timeout=60)
+        before = len(taken(pool_worker))
+        body = run(client, api_key, check_prompt(pages),
+                   proxy={"server": caller.server, "username": "pool", "password": "pooled-secret"})
+        assert len(taken(pool_worker)) == before + 1
+        assert body["status"] == "success" and body["response"]["text"] == FRESH, body
+        assert [e["target"] for e in caller.forwarded()][:1] == [pages.url("/check")], caller.log
+        # The proxy was this task's only: the next pooled browser connects directly.
+        wait_until(pool_full, what="the pool to refill", timeout=60)
+        seen = len(caller.log)
+        assert run(client, api_key, check_prompt(pages))["status"] == "success"
+        assert len(caller.log) == seen
+    finally:
+        caller.close()
 
 
 def test_a_burst_of_three_times_the_pool_all_succeed(client, api_key, pages, pool_worker):

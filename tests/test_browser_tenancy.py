@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from app import browser_hosts
 from app.egress import endpoints
 from app.egress.proxy import proxies_under
 from app.sandbox import processes as sandbox_processes
@@ -76,12 +77,15 @@ def stop(service, key, session_id):
 
 
 def service_ports(app, service, session):
-    """{what: port} of the service's own endpoints a browser could try: its dependencies, key A's CDP relay and A's
-    egress proxy (the web port is the public API, and serves the login page a kept browser opens)."""
+    """{what: port} of the service's own endpoints a browser could try: its dependencies, the worker's stream endpoint
+    (which reaches every browser's DevTools) and A's egress proxy (the web port is the public API, and serves the
+    login page a kept browser opens; the CDP relay is one of its routes)."""
     proxy_port = int((browsers.egress_dir(app.config, session["session_id"]) / "port").read_text())
+    with app.app_context():
+        stream = browser_hosts.url_of(browser_hosts.this_host())
     return {"postgres": urlsplit(TEST_DATABASE_URL).port, "rabbitmq": urlsplit(TEST_BROKER_URL).port,
             "redis": urlsplit(os.environ.get("RATELIMIT_STORAGE_URI", REDIS)).port,
-            "relay": urlsplit(session["cdp_websocket_url"]).port, "egress proxy": proxy_port}
+            "stream endpoint": urlsplit(stream).port, "egress proxy": proxy_port}
 
 
 def host_listeners_of(pids):
@@ -149,7 +153,7 @@ def test_no_browser_listens_on_the_host_and_no_other_key_reaches_the_service(app
         assert refused_ports(lines) >= expected, (ports, lines)
 
         # A free key's cloud task (pages read over HTTP): each endpoint is refused, the intranet page is read.
-        for port in (ports["relay"], ports["postgres"], ports["egress proxy"]):
+        for port in (ports["stream endpoint"], ports["postgres"], ports["egress proxy"]):
             body = run(service, free, {"prompt": f"/Operator\ngo to http://127.0.0.1:{port}/json/list",
                                        "executionMode": "cloud"})
             assert body["status"] == "error" and OWN_ENDPOINT in body["response"]["text"], body

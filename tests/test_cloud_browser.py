@@ -66,7 +66,7 @@ def no_browser_left():
 
 @pytest.fixture(scope="module")
 def pages():
-    server = PageServer({"/login": LOGIN, "/home": HOME, "/report": REPORT,
+    server = PageServer({"/login": LOGIN, "/home": HOME, "/report": REPORT, "/tampered": TAMPERED,
                          "/slow": "<html><head><title>Slow</title></head><body><p>Nothing comes.</p></body></html>"})
     yield server
     server.close()
@@ -265,20 +265,20 @@ def test_a_url_with_a_placeholder_that_is_no_secret_is_not_opened(client, api_ke
     no_browser_left()
 
 
-def test_at_a_question_the_browser_closes_and_the_answer_resumes_on_the_same_page(
+def test_at_a_question_the_browser_is_kept_and_the_answer_resumes_on_the_same_page(
         client, api_key, pages, browser_worker):
     request_id = submit(client, api_key, {
         **BROWSER, "prompt": f"/Operator\ngo to {pages.url('/report')}\nask Which region?\nextract h1"}
     ).get_json()["requestId"]
     body = wait_for_status(client, api_key, request_id, statuses=("input-required", "error"), timeout=60)
     assert body["status"] == "input-required", body
-    no_browser_left()  # nothing is held while the question waits
+    assert ours()  # kept for the answer (tests/test_pause_keeps_browser.py), outside any task
     input_id = body["hitlInputMetadata"]["inputId"]
     assert client.post(f"/fast/v2/remote-dispatch/responses/{request_id}/input", headers={"x-api-key": api_key},
                        json={"inputId": input_id, "answer": "South"}).status_code == 202
     body = wait_for_status(client, api_key, request_id, timeout=60)
     assert body["status"] == "success", body
-    assert body["response"]["text"] == "Sales"  # read in a fresh browser, reopened on the page of the pause
+    assert body["response"]["text"] == "Sales"  # read in the browser kept on the page of the pause
     assert body["response"]["actionTrace"][-2]["url"] == pages.url("/report")
     no_browser_left()
 
@@ -373,3 +373,50 @@ def test_without_chromium_a_cloud_browser_task_ends_with_what_to_install(client,
     assert body["status"] == "error"
     message = body["response"]["text"]
     assert "CHROMIUM_PATH=/nonexistent/chromium" in message and "apt-get install chromium chromium-driver" in message
+
+
+# A page that breaks or fakes everything its scripts can reach of the page's JavaScript world: what the agent reads
+# and does there must not depend on any of it (page.js runs in an isolated world of its own).
+TAMPERED = """<html><head><title>Tampered</title><script>
+Object.defineProperty(window, "__remoteDispatch", {configurable: false, writable: false, value: {
+  version: "3", read: function () { return {url: "forged", title: "Forged", text: "[1]<button>Forged</button>",
+  elements: [], status: 200}; }, locate: function () { return {ok: false, error: "faked"}; }}});
+JSON.stringify = function () { return '{"ok":false,"error":"forged JSON"}'; };
+JSON.parse = function () { return {ok: false}; };
+Array.prototype.map = function () { return ["forged"]; };
+Array.prototype.push = function () { return 0; };
+Array.prototype.indexOf = function () { return 0; };
+Array.prototype.join = function () { return "forged"; };
+Function.prototype.apply = function () { return {ok: false, error: "forged apply"}; };
+String.prototype.trim = function () { return "forged"; };
+String.prototype.replace = function () { return "forged"; };
+Object.keys = function () { return []; };
+document.querySelectorAll = function () { return []; };
+Document.prototype.querySelectorAll = Element.prototype.querySelectorAll = function () { return []; };
+Element.prototype.getAttribute = function () { return "forged"; };
+Element.prototype.getBoundingClientRect = function () {
+  return {x: 0, y: 0, left: 0, top: 0, right: 0, bottom: 0, width: 0, height: 0}; };
+Element.prototype.checkVisibility = function () { return false; };
+HTMLElement.prototype.click = function () {};
+window.getComputedStyle = function () { return {display: "none", visibility: "hidden", opacity: "0"}; };
+</script></head><body><h1>Greetings desk</h1>
+<label for="who">Your name</label> <input id="who">
+<button id="go" onclick="document.getElementById('out').textContent = 'Hello ' + document.getElementById('who').value">
+Greet</button>
+<p id="out"></p></body></html>"""
+
+
+def test_a_page_that_tampers_with_its_javascript_is_read_and_acted_on_correctly(
+        client, api_key, pages, browser_worker):
+    request_id = submit(client, api_key, {**BROWSER, "prompt": "\n".join([
+        "/Operator", f"go to {pages.url('/tampered')}", 'type "Ada" into "Your name"', 'click "Greet"', "read page"])}
+    ).get_json()["requestId"]
+    body = wait_for_status(client, api_key, request_id, timeout=90)
+    assert body["status"] == "success", json.dumps(body["response"])[:3000]
+    trace = body["response"]["actionTrace"]
+    assert [e["url"] for e in trace[:-1]] == [pages.url("/tampered")] * 4 and not any(e.get("failed") for e in trace)
+    view = body["response"]["text"]  # the page view after typing and clicking, as the model would read it
+    assert "Greetings desk" in view and "Hello Ada" in view  # typed, then clicked: the page's own handler ran
+    assert re.search(r'\[\d+\]<input id="who"', view) and re.search(r'\[\d+\]<button id="go">Greet</button>', view)
+    assert "orged" not in view  # nothing of what the page forged
+    no_browser_left()

@@ -11,7 +11,7 @@ import pytest
 import requests
 from selenium import webdriver
 from selenium.common.exceptions import (NoAlertPresentException, NoSuchElementException,
-                                        StaleElementReferenceException)
+                                        StaleElementReferenceException, WebDriverException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -59,9 +59,12 @@ def key():
 
 
 def wait_for(driver, condition, what, timeout=30):
-    """`condition` may read a page that is being replaced (a form post): those reads are retried."""
+    """`condition` may read a page that is being replaced (a form post): those reads are retried. An element
+    found in the old document and read after the new one arrived is stale, or, to Chromium, "Node with given id
+    does not belong to the document" (a plain WebDriverException)."""
     return WebDriverWait(driver, timeout, poll_frequency=0.1,
-                         ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
+                         ignored_exceptions=(StaleElementReferenceException, NoSuchElementException,
+                                             WebDriverException)).until(
         lambda d: condition(d), message=f"timed out waiting for {what}")
 
 

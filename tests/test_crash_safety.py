@@ -60,6 +60,7 @@ def test_task_of_a_killed_worker_ends_as_error_when_attempts_run_out(client, api
     assert body["completedAt"] is not None
     assert body["response"]["text"] == (
         "The worker running this task stopped responding (1 attempt); the task was not completed.")
+    assert body["usage"] == {"actions": 0, "credits": 0.0}  # nothing ran; the SDK refuses a null usage
 
 
 def test_task_whose_publish_failed_is_dispatched_by_the_sweep(client, api_key, app):

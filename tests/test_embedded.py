@@ -405,6 +405,7 @@ def test_every_command_of_the_readme_runs_as_written(embedded_stack, tmp_path):
     assert 'type "${PASSWORD}" into "Password"' in output  # the script keeps the secret's name, never its value
     assert "hunter2" not in output and "correct horse" not in output
     assert "webhook-id:" in output and '"Hello, webhook"' in output  # the event, as the receiver printed it
+    assert "month,total\nOctober,42\n" in output and "\nreport.csv\n" in output  # the browser's download: bytes, listed
 
 
 def test_ctrl_c_hands_the_running_task_back_and_stops_cleanly(embedded_stack):

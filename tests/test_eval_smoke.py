@@ -67,3 +67,15 @@ def test_hand_written_steps_and_the_bundled_model_run_through_the_harness(eval_e
     assert_every_episode_was_measured(report, 1)
     assert report["planner"] == "smollm2-135m-instruct"
     assert report["episodes"][0]["prompt"] == "/Operator Click the button."
+
+
+def test_miniwob_drag_tasks_pass_with_hand_written_drag_steps(eval_env, tmp_path):
+    """drag-box (jQuery UI draggable), drag-items (jQuery UI sortable) and use-slider (jQuery UI slider): real pointer
+    drags of the built-in steps, through the API, rewarded by the pages themselves."""
+    report, out = run_harness(eval_env, tmp_path, "--planner", "steps", "--tasks", "drag-box,drag-items,use-slider",
+                              "--seeds", "3", "--first-seed", "0")
+    assert_every_episode_was_measured(report, 9)
+    failed = [(r["task"], r["seed"], r["status"], r["raw_reward"], r["error"]) for r in report["episodes"]
+              if not (r["success"] and r["status"] == "success")]
+    assert not failed, out[-3000:]
+    assert all(r["prompt"].splitlines()[1].startswith("drag ") for r in report["episodes"])

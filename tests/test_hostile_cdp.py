@@ -14,7 +14,7 @@ import websocket
 from app.sessions import browsers
 from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import make_key, wait_until
-from tests.processes import WebProcess
+from tests.processes import WebProcess, WorkerProcess
 from tests.sdk_support import run_sdk
 
 pytestmark = pytest.mark.slow
@@ -60,9 +60,17 @@ def site(canary):
 
 @pytest.fixture(scope="module")
 def strict(site):
-    """The web process (which starts kept browsers) with private addresses refused but for `site`."""
-    web = WebProcess(env={"ALLOW_PRIVATE_URLS": "false", "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{site.port}"})
+    """The web process (which relays kept browsers' CDP) and the tasks worker (which starts them, and whose stream
+    endpoint reaches their DevTools), with private addresses refused but for `site`."""
+    env = {"ALLOW_PRIVATE_URLS": "false", "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{site.port}"}
+    web = WebProcess(env=env)
+    try:
+        worker = WorkerProcess(queues="tasks,webhooks", concurrency=2, env=env, name="strict")
+    except BaseException:
+        web.stop()
+        raise
     yield web
+    worker.stop()
     web.stop()
 
 
@@ -81,6 +89,15 @@ def outside():
     path = Path(tempfile.mkdtemp(prefix="rd-hostile-cdp-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+def session_file(config, session_id, name):
+    """The content of a file the session's browser downloaded, in its downloads folder or already stored from there
+    into its files (the holding worker stores an idle session's downloads every second); None while neither has it."""
+    for folder in (browsers.downloads_dir(config, session_id), browsers.files_dir(config, session_id)):
+        if (folder / name).is_file():
+            return (folder / name).read_bytes()
+    return None
 
 
 def api(web, key, path, **body):
@@ -152,7 +169,6 @@ def test_every_hostile_cdp_command_is_refused_and_nothing_leaks(app, strict, sit
     key = make_key("attacker", plan="pro")
     created = cdp_session(strict, key)
     session_id = created["session_id"]
-    downloads = browsers.downloads_dir(app.config, session_id)
     var_dir = Path(app.config["VAR_DIR"])
     _discovery_points_at_the_relay(created)
     cdp = RawCdp(created["cdp_websocket_url"], created["cdp_auth_headers"])
@@ -232,14 +248,13 @@ def test_every_hostile_cdp_command_is_refused_and_nothing_leaks(app, strict, sit
         assert "error" not in cdp.send("Page.setDownloadBehavior", {"behavior": "allow",
                                                                     "downloadPath": str(page_dir)}, session=page)
         cdp.send("Page.navigate", {"url": site.url("/second.csv")}, session=page)
-        wait_until(lambda: (downloads / "second.csv").is_file() and (downloads / "second.csv").read_bytes() == REPORT,
-                   "the page-level download")
+        wait_until(lambda: session_file(app.config, session_id, "second.csv") == REPORT, "the page-level download")
         assert "error" not in cdp.send("Browser.setDownloadBehavior", {
             "behavior": "allowAndName", "downloadPath": str(browser_dir), "eventsEnabled": True})
         cdp.send("Page.navigate", {"url": site.url("/report.csv")}, session=page)
         guid = cdp.wait(lambda m: m.get("method") == "Browser.downloadProgress"
                         and m["params"]["state"] == "completed", timeout=60)["params"]["guid"]
-        assert (downloads / guid).read_bytes() == REPORT  # allowAndName: named by its guid, as asked
+        assert wait_until(lambda: session_file(app.config, session_id, guid)) == REPORT  # allowAndName: its guid
 
         # A binary frame (Chromium would read it as CBOR, unchecked) ends the connection.
         cdp.ws.send_binary(b"\xd8\x5a\x00\x00\x00\x00")
@@ -297,12 +312,21 @@ def test_playwright_over_cdp_stays_useful_and_is_told_what_is_refused(app, stric
     assert base64.b64decode(value["shot"]) == b"\x89PNG\r\n\x1a\n"
     assert ["flavour", "plain"] in value["cookies"]
     assert value["name"] == "report.csv"
-    assert [path.read_bytes() for path in downloads.iterdir()] == [REPORT]  # into the session's folder
+    folders = (downloads, browsers.files_dir(app.config, created["session_id"]))  # into the session's folder
+    assert [path.read_bytes() for folder in folders if folder.is_dir() for path in folder.iterdir()] == [REPORT]
     refusals = value["refusals"]
     assert REFUSED in refusals["file"] and "file:" in refusals["file"]
     assert REFUSED in refusals["chrome"] and "chrome:" in refusals["chrome"]
     assert REFUSED in refusals["proxy"] and "proxyServer" in refusals["proxy"]
     assert canary.connections == [] and SECRET not in json.dumps(value)
+    # The session's own download (over CDP, no task) becomes a file of the key once collected (here by the
+    # session's listing): the session named, no task, the exact bytes.
+    base, headers = strict.base + "/fast/v2", {"x-api-key": key}
+    assert requests.get(base + "/cloud-browser/replay/downloads", params={"session_id": created["session_id"]},
+                        headers=headers, timeout=30).status_code == 200
+    (stored,) = requests.get(base + "/files", headers=headers, timeout=30).json()["files"]
+    assert (stored["sessionId"], stored["requestId"], stored["size"]) == (created["session_id"], None, len(REPORT))
+    assert requests.get(f"{base}/files/{stored['key']}", headers=headers, timeout=30).content == REPORT
 
 
 def _discovery_points_at_the_relay(created):
@@ -310,7 +334,8 @@ def _discovery_points_at_the_relay(created):
     relay = created["cdp_websocket_url"].split("/devtools/")[0].replace("ws://", "http://")
     headers = created["cdp_auth_headers"]
     assert requests.get(relay + "/json/version", timeout=10).status_code == 401
-    version = requests.get(relay + "/json/version", headers=headers, timeout=10).json()
+    answer = requests.get(relay + "/json/version", headers=headers, timeout=10)
+    version = answer.json()
     assert version["webSocketDebuggerUrl"] == created["cdp_websocket_url"]
     listed = requests.get(relay + "/json/list", headers=headers, timeout=10).json()
     assert listed and all(entry["webSocketDebuggerUrl"].startswith(relay.replace("http://", "ws://") + "/devtools/")

@@ -5,7 +5,7 @@ import socket
 import pytest
 import requests
 
-from tests.conftest import make_key, submit
+from tests.conftest import make_key, submit, wait_until
 from tests.processes import WebProcess
 
 CLOUD = {"executionMode": "cloud"}
@@ -321,3 +321,21 @@ def test_any_upload_gets_no_5xx(client, fuzz_key, path, form, filename, content,
         data["file"] = (io.BytesIO(content), filename)
     assert_clean(client.post(path, data=data, content_type="multipart/form-data",
                              headers={"x-api-key": fuzz_key}))
+
+
+def test_tokens_in_urls_are_not_written_to_the_access_log(app, web):
+    """A live view's token (and a kept session's login or file link) is the whole permission: gunicorn's access
+    log shows the request with "[token]" in its place."""
+    from app.live import service as live
+
+    with app.test_request_context():
+        url = live._live_url({"k": 1, "s": "session"}, "view", "a person")["liveUrl"]
+    token = url.rsplit("/", 1)[1]
+    for path in (f"/live/{token}", f"/live/{token}/socket", f"/fast/v2/cloud-browser/login/{token}",
+                 f"/fast/v2/cloud-browser/replay/file/{token}", f"/healthz?token={token}"):
+        requests.get(web.base + path, headers={"Referer": f"{web.base}/live/{token}"}, timeout=30)
+    wait_until(lambda: web.output().count("/cloud-browser/replay/file/[token]") >= 1, "the access log line")
+    log = web.output()
+    assert token not in log and token[:20] not in log
+    assert '"GET /live/[token] HTTP/1.1"' in log and '"GET /live/[token]/socket HTTP/1.1"' in log
+    assert "/fast/v2/cloud-browser/login/[token]" in log and "/healthz?token=[token]" in log

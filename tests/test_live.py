@@ -142,7 +142,7 @@ def frame_image(frame):
 
 def running(client, key, request_id):
     """Once the task's browser is up (the worker publishes where it is), its request id."""
-    wait_until(lambda: (live_service.state.read(client.application.config["VAR_DIR"], request_id) or {})
+    wait_until(lambda: (live_service.state.read(request_id) or {})
                .get("targetId"), what="the task's browser to start", timeout=60)
     return request_id
 

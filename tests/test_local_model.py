@@ -67,7 +67,9 @@ def assert_sound(model, body, prior_credits=0.0, prior_actions=0, prior_entries=
     assert body["status"] in TERMINAL, body
     trace = body["response"]["actionTrace"]
     checks = [e for e in trace[:-1] if "check" in e]  # the model's completion checks have entries of their own
-    assert len(trace) == prior_entries + body["usage"]["actions"] - prior_actions + len(checks) + 1, trace
+    resumes = [e for e in trace if e["action"].startswith("resumed in ")]  # so has a resume after an answer
+    assert len(trace) == prior_entries + body["usage"]["actions"] - prior_actions + len(checks) + len(resumes) + 1, \
+        trace
     for entry in trace:
         assert {"url", "action", "startTs", "endTs", "durationMs"} <= set(entry), entry
         assert entry["startTs"] <= entry["endTs"] and entry["durationMs"] >= 0
@@ -188,7 +190,7 @@ def test_a_cloud_browser_task_continues_on_the_real_model(client, api_key, app, 
     finally:
         asker.stop()
         scripted.close()
-    no_browser_left()  # nothing is held while the question waits
+    no_browser_left()  # the worker that asked is gone, and the browser it kept at the question with it
     prior, paused_entries = body["usage"], len(body["response"]["actionTrace"])
     model.clear()
     proc = WorkerProcess(env=model.env(**settings), name="local-model-browser")

@@ -28,6 +28,22 @@ def test_error_task_shape_has_text_output_and_usage(client, api_key):
     assert body["response"]["text"] == "boom"
 
 
+def test_every_finished_task_carries_usage_even_when_its_ending_gave_none(client, api_key):
+    """A sweep ends a task that never ran an action with no usage of its own; the SDK's AgentUsage refuses null."""
+    from app.extensions import db
+    from app.models import Task
+
+    ended_now, ended_before = (submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
+                               for _ in range(2))
+    assert lifecycle.finish(ended_now, "error", lifecycle.failure_response("gone"), None, error="gone")
+    assert poll(client, api_key, ended_now).get_json()["usage"] == {"actions": 0, "credits": 0.0}
+    # A row an older version ended with a null usage still answers with one.
+    assert lifecycle.finish(ended_before, "error", lifecycle.failure_response("gone"), None, error="gone")
+    db.session.execute(db.update(Task).where(Task.id == ended_before).values(usage=None))
+    db.session.commit()
+    assert poll(client, api_key, ended_before).get_json()["usage"] == {"actions": 0, "credits": 0.0}
+
+
 def test_another_keys_task_is_not_found(client, api_key, other_key):
     request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
     response = poll(client, other_key, request_id)

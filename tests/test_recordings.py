@@ -1,5 +1,7 @@
 """Recordings of browser runs (rrweb): made for cloud_browser tasks, kept-session tasks and replays, served to
-their owner only, without password values, played in the console with a marker per step, purged with the files."""
+their owner only, without password values, played in the console with a marker per step, purged with the files; a
+hostile page can neither forge nor bloat its recording, nor get a secret into it in another form."""
+import base64
 import gzip
 import json
 import os
@@ -36,9 +38,13 @@ LINKS = """<html><head><title>Links</title></head><body><h1>Links</h1>
 STEPS = ['type "ada" into "Username"', 'type "${PASSWORD}" into "Password"', 'click "Sign in"', "extract #greeting"]
 
 
+MAX_BYTES = 4 * 1024 * 1024  # the worker's RECORDING_MAX_BYTES here: a bloating page reaches it quickly
+
+
 @pytest.fixture(scope="module")
 def live(app):
-    web, worker = WebProcess(), WorkerProcess(name="recordings", concurrency=1)
+    web = WebProcess()
+    worker = WorkerProcess(name="recordings", concurrency=1, env={"RECORDING_MAX_BYTES": str(MAX_BYTES)})
     yield web
     worker.stop()
     web.stop()
@@ -128,8 +134,9 @@ def test_a_cloud_browser_run_and_its_replay_are_recorded_for_their_owner_without
     assert_login_recorded(body, request_id)
     raw = stored_bytes(request_id).decode()
     assert_no_secret(raw)  # ...the password typed into its field is not, nor the URL the form sent it in
-    assert "*" * len(SECRET) in raw  # rrweb's mask stands in for it
-    assert "password=${PASSWORD}" in raw  # the next page's URL (a GET form), redacted as the trace's is
+    # The next page's URL (a GET form), redacted as the trace's is; then "pass", four characters of the secret, starred
+    # wherever it is (also in "password" and the placeholder: over-masking is the safe side).
+    assert "****word=${****WORD}" in raw
     # The response is compressed on the wire when the client accepts it, and plain JSON when it does not.
     plain = requests.get(live.base + f"/fast/v2/remote-dispatch/responses/{request_id}/recording",
                          headers={"x-api-key": owner, "Accept-Encoding": "identity"}, timeout=60)
@@ -288,3 +295,142 @@ def test_a_run_resumed_after_a_question_adds_to_its_recording(client, api_key, m
     assert body["markers"] == [{"step": 0, "action": "ask_user", "offsetMs": 10},
                                {"step": 0, "action": "click", "offsetMs": 60_010}]
     assert body["durationMs"] == 60_010
+
+
+HOSTILE = """<html><head><title>Hostile</title><script>
+// What the recorder used to serialise with, and how it found the recorder: the page's own, overridden.
+var forgedSnapshot = {type: 2, timestamp: Date.now(), data: {node: {type: 0, id: 1, childNodes: [
+  {type: 3, id: 2, textContent: "FORGED SNAPSHOT"}]}, initialOffset: {left: 0, top: 0}}};
+var forgedMarker = {type: 5, timestamp: Date.now(), data: {tag: "step", payload: {step: 99, action: "forged"}}};
+var stringify = JSON.stringify, push = Array.prototype.push, names = Object.getOwnPropertyNames;
+JSON.stringify = function (value) {
+  if (Array.isArray(value)) value = [forgedSnapshot, forgedMarker].concat(value);
+  return stringify.apply(JSON, [value].concat([].slice.call(arguments, 1)));
+};
+Array.prototype.push = function (item) {
+  if (item && typeof item === "object" && typeof item.type === "number" && item.timestamp) {
+    push.call(this, forgedSnapshot, forgedMarker);
+  }
+  return push.apply(this, arguments);
+};
+Object.getOwnPropertyNames = function (target) { return names(target).filter(function (n) { return n.indexOf("__rd") }); };
+function tamper() {
+  names(window).forEach(function (name) {
+    if (name.indexOf("__rd") === 0) {
+      try { window[name].drain = function () { return stringify([forgedSnapshot, forgedMarker]); }; } catch (e) {}
+      try { Object.defineProperty(window, name, {value: {drain: function () { return stringify([forgedSnapshot]); }}}); } catch (e) {}
+    }
+  });
+  Object.keys(sessionStorage).forEach(function (key) { sessionStorage.setItem(key, stringify([forgedSnapshot, forgedMarker])); });
+}
+setInterval(tamper, 20);
+addEventListener("pagehide", tamper);
+</script></head><body><h1>Hostile</h1><a href="/hostile2">Next</a></body></html>"""
+BLOAT = """<html><head><title>Bloat</title></head><body><h1>Bloat</h1><p id="big"></p><script>
+// 100 MB of rrweb events: a 1 MB text changed a hundred times.
+var round = 0, big = document.getElementById("big");
+(function more() {
+  big.textContent = String(round).repeat(1 << 20);
+  if (++round < 100) setTimeout(more, 5);
+  else { big.textContent = ""; document.body.insertAdjacentHTML("beforeend", "<p>generated</p>"); }
+})();
+</script></body></html>"""
+PIN = "Zq7!kW3#mP9x@Lt2"
+OTP = "482913"
+ECHO = """<html><head><title>Verify</title></head><body><h1>Verify it is you</h1>
+<label for="pin">PIN</label> <input id="pin" name="pin" autocomplete="off">
+<p id="echo"></p><p id="reversed"></p><p id="encoded" title=""></p><p id="later"></p>
+<div class="otp"><input class="box" maxlength="1" aria-label="Code"><input class="box" maxlength="1">
+<input class="box" maxlength="1"><input class="box" maxlength="1"><input class="box" maxlength="1">
+<input class="box" maxlength="1"></div><p id="code"></p><button id="go">Continue</button>
+<script>
+var pin = document.getElementById("pin"), boxes = document.querySelectorAll(".box");
+pin.addEventListener("input", function () {  // the page echoes what is typed, as it is typed, in other forms
+  var value = pin.value;
+  document.getElementById("echo").textContent = value;
+  document.getElementById("reversed").textContent = value.split("").reverse().join("");
+  document.getElementById("encoded").textContent = btoa(value);
+  document.getElementById("encoded").title = value;
+  setTimeout(function () { document.getElementById("later").textContent = "You typed " + value; }, 400);
+});
+boxes.forEach(function (box, i) {  // an OTP widget: a box per digit, the focus moves on, the code shown in spans
+  box.addEventListener("input", function () {
+    if (box.value && boxes[i + 1]) boxes[i + 1].focus();
+    setTimeout(function () {
+      document.getElementById("code").innerHTML = Array.prototype.map.call(boxes, function (b) {
+        return "<span>" + b.value + "</span>"; }).join("");
+    }, 400);
+  });
+});
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def hostile_pages():
+    server = PageServer({"/hostile": HOSTILE, "/hostile2": HOSTILE.replace("<h1>Hostile", "<h1>Second"),
+                         "/bloat": BLOAT, "/verify": ECHO})
+    yield server
+    server.close()
+
+
+def strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def test_a_hostile_page_cannot_forge_its_recording(live, hostile_pages):
+    owner = make_key("mallory")
+    request_id, _ = run(live, owner, {"prompt": "\n".join([
+        "/Operator", f"go to {hostile_pages.url('/hostile')}", 'click "Next"', "extract h1"]),
+        "executionMode": "cloud_browser"})
+    body = recording(live, owner, request_id)
+    raw = stored_bytes(request_id).decode()
+    assert "FORGED SNAPSHOT" not in raw and "forged" not in raw
+    # The markers are the worker's: one per action, in order, and no other custom event.
+    markers = [(m["step"], m["action"]) for m in body["markers"]]
+    assert markers == [(0, "go_to"), (1, "click"), (2, "extract"), (3, "answer")], markers
+    assert [e["data"]["tag"] for e in body["events"] if e["type"] == 5] == ["step"] * 4
+    assert body["truncated"] is False
+    texts = page_texts(body)  # and the pages themselves are recorded
+    assert any("Hostile" in t for t in texts) and any("Second" in t for t in texts)
+
+
+def test_a_page_that_makes_100_mb_of_events_ends_its_recording_at_the_cap(live, hostile_pages):
+    owner = make_key("oscar")
+    request_id, result = run(live, owner, {"prompt": "\n".join([
+        "/Operator", f"go to {hostile_pages.url('/bloat')}", 'wait for "generated"', "extract h1"]),
+        "executionMode": "cloud_browser"})
+    assert result["response"]["text"] == "Bloat"  # the run itself goes on
+    body = recording(live, owner, request_id)
+    assert body["truncated"] is True  # the recording says it ends early...
+    assert [e["data"]["payload"] for e in body["events"] if e["type"] == 5 and e["data"]["tag"] == "truncated"] \
+        == [{"maxBytes": MAX_BYTES}]
+    assert len(stored_bytes(request_id)) <= MAX_BYTES + 64 * 1024  # ...and holds no more than the cap
+    assert body["markers"][0]["action"] == "go_to"
+
+
+def test_a_secret_echoed_by_the_page_in_other_forms_is_not_in_the_recording(live, hostile_pages):
+    owner = make_key("peggy")
+    request_id, result = run(live, owner, {"prompt": "\n".join([
+        "/Operator", f"go to {hostile_pages.url('/verify')}", 'type "${PIN}" into "PIN"',
+        'type "${CODE}" into "Code"', 'wait for "You typed"', 'click "Continue"', "extract h1"]),
+        "executionMode": "cloud_browser", "secretVariables": {"PIN": PIN, "CODE": OTP}})
+    assert result["response"]["text"] == "Verify it is you"
+    body = recording(live, owner, request_id)
+    texts = list(strings(body["events"]))
+    assert any("Verify it is you" in t for t in texts)
+    forms = [PIN, PIN[::-1], base64.b64encode(PIN.encode()).decode(), OTP]
+    for form in forms:  # no four consecutive characters of the PIN, its reversal, its base64, the code
+        for start in range(len(form) - 3):
+            piece = form[start:start + 4].lower()
+            assert not [t for t in texts if piece in t.lower()], (form, piece)
+    # The code typed into six boxes is not there one digit per box either, nor any digit of it in the boxes' values.
+    inputs = [e["data"]["text"] for e in body["events"] if e["type"] == 3 and e["data"].get("source") == 5]
+    assert inputs and not any(ch.isdigit() for text in inputs for ch in text), inputs
+    assert "".join(t for t in texts if len(t) == 1 and t.isdigit()).find(OTP[:3]) < 0

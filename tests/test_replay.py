@@ -10,7 +10,13 @@ from tests.conftest import WorkerProcess, submit, wait_for_status
 from tests.extension_support import browser, module_key, web, window  # noqa: F401 (fixtures)
 from tests.llm_server import ScriptedModel, tool_call
 from tests.page_server import PageServer
+from tests.test_browser_driver import SLIDER, SORTABLE
+from workers.agent.browsing import BrowserEnvironment
 from workers.planners.builtin import parse_step
+
+from app.extensions import db
+from app.models import ScriptVersion
+from app.scripts.format import NOT_RECORDED, RECORDED
 
 pytestmark = pytest.mark.slow
 SECRET = "Horse!Battery staple#9"
@@ -225,9 +231,62 @@ def test_of_two_elements_with_one_name_the_replay_clicks_the_one_at_the_recorded
         worker.stop()
 
 
+def test_a_drag_is_recorded_with_both_elements_and_replayed_with_the_same_outcome(client, api_key, pages):
+    # An HTML5 sortable list and a pointer-driven slider on one page.
+    pages.pages["/drag"] = SORTABLE.replace("</body></html>", SLIDER.split('<body style="margin:40px">')[1])
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="replay-drag")
+    try:
+        prompt = "\n".join(["/Operator", f"go to {pages.url('/drag')}", 'drag "Volume" by 60,0',
+                            'drag "Item 3" to "Item 1"', "extract body"])
+        recorded, body = run(client, api_key, {"prompt": prompt})
+        assert body["status"] == "success", json.dumps(body)[:2000]
+        assert "value 40" in body["response"]["text"] and "order: c,a,b" in body["response"]["text"]
+        status, script = script_of(client, api_key, recorded)
+        assert status == 200, script
+        steps = script["script"]["steps"]
+        assert [s["action"] for s in steps] == ["go_to", "drag", "drag", "extract", "answer"]
+        by_offset, onto = steps[1], steps[2]
+        assert by_offset["source"]["name"] == "Volume" and "target" not in by_offset
+        assert by_offset["args"] == {"x": 60.0, "y": 0.0}
+        assert onto["source"]["attrs"]["id"] == "c" and onto["target"]["attrs"]["id"] == "a" and onto["args"] == {}
+        assert onto["page"] == {"url": pages.url("/drag"), "title": "Sortable"}
+        assert 'drag "Volume" by 60,0' in script["text"] and 'drag "Item 3" to "Item 1"' in script["text"]
+
+        _, body = run(client, api_key, {"replayOf": recorded})
+        assert body["status"] == "success", json.dumps(body)[:2000]
+        # Read from the page the replay dragged in (a skipped drag leaves "value 10" and "order: a,b,c").
+        assert "value 40" in body["response"]["text"] and "order: c,a,b" in body["response"]["text"]
+        trace = body["response"]["actionTrace"]
+        assert all(e["replayed"] for e in trace[:-1]), trace
+        assert [e["action"].split()[0] for e in trace[:-1]] == ["go", "drag", "drag", "extract"], trace
+
+        # A stored script with an action this replayer does not know (a script of another version) ends the task
+        # at that step rather than skipping it.
+        saved = client.post("/fast/v2/scripts", json={"requestId": recorded, "name": "sort"},
+                            headers={"x-api-key": api_key}).get_json()
+        version = db.session.query(ScriptVersion).filter_by(script_id=saved["scriptId"]).one()
+        version.body = {**version.body, "steps": [{**s, "action": "shuffle"} if n == 2 else s
+                                                  for n, s in enumerate(version.body["steps"])]}
+        db.session.commit()
+        _, body = run(client, api_key, {"scriptId": saved["scriptId"]})
+        assert body["status"] == "error", json.dumps(body)[:2000]
+        assert body["response"]["text"].startswith("Replay step 3 (shuffle") and "'shuffle'" in body["response"]["text"]
+    finally:
+        worker.stop()
+
+
+def test_every_action_of_the_browser_agent_is_recorded_or_left_out_on_purpose():
+    actions = {name.removeprefix("do_") for name in dir(BrowserEnvironment) if name.startswith("do_")}
+    assert actions - set(RECORDED) - set(NOT_RECORDED) == set()
+
+
 def test_a_submitted_script_is_checked(client, api_key):
     bad = submit(client, api_key, {**BROWSER, "script": {"steps": [{"action": "click", "args": {}}]}})
     assert bad.status_code == 400 and "target" in json.dumps(bad.get_json())
+    drag = submit(client, api_key, {**BROWSER, "script": {"steps": [{"action": "drag", "args": {"x": 5}}]}})
+    assert drag.status_code == 400 and "source locator" in json.dumps(drag.get_json())
+    unknown = submit(client, api_key, {**BROWSER, "script": {"steps": [{"action": "shuffle", "args": {}}]}})
+    assert unknown.status_code == 400 and "action" in json.dumps(unknown.get_json())
     both = submit(client, api_key, {**BROWSER, "replayOf": "x", "scriptId": "y"})
     assert both.status_code == 400
     cloud = submit(client, api_key, {"executionMode": "cloud", "script": {"steps": [{"action": "read_page"}]}})

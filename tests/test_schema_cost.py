@@ -10,7 +10,7 @@ from app.dispatch import service
 from app.extensions import db
 from app.models import Task
 from tests.agent_support import CLOUD, run, stored_task
-from tests.conftest import WorkerProcess, submit, wait_for_status
+from tests.conftest import WorkerProcess, make_key, submit, wait_for_status
 from tests.test_caller_schemas import unpublished, with_schema  # noqa: F401 (a fixture)
 from tests.llm_server import ScriptedModel, tool_call
 from tests.test_console import _signed_in_client
@@ -186,3 +186,86 @@ def test_a_schema_stored_before_the_bounds_ends_with_a_clear_error(client, api_k
     _signed_in_client(client, api_key)
     page = client.get(f"/console/tasks/{old}")
     assert page.status_code == 200 and "Schema check: not recorded." in page.get_data(as_text=True)
+
+
+def wide_allof(size_bytes):
+    """The probe's schema: `{"allOf": [{}, {}, ...]}` of about `size_bytes`."""
+    return {"allOf": [{}] * (size_bytes // 4)}
+
+
+@pytest.fixture
+def metaschema_walks(monkeypatch):
+    """Schemas the 2020-12 metaschema's check was run on (the costly walk the bound must come before)."""
+    import jsonschema
+
+    walked, validator_for = [], jsonschema.validators.validator_for
+
+    def recording(schema, *args, **kwargs):
+        walked.append(schema)
+        return validator_for(schema, *args, **kwargs)
+    monkeypatch.setattr("app.json_schemas.jsonschema.validators.validator_for", recording)
+    return walked
+
+
+@pytest.mark.parametrize("size", [80_000, 400_000])
+def test_a_wide_schema_is_refused_by_its_written_size_before_the_metaschema_walk(
+        client, api_key, unpublished, metaschema_walks, size):
+    schema = wide_allof(size)
+    assert len(json.dumps(schema)) >= size
+    response = submit(client, api_key, with_schema(schema))
+    assert response.status_code == 400, response.get_json()
+    assert f"it holds over {schema_cost.MAX_WRITTEN_SUBSCHEMAS:,} subschemas" in response.get_json()["message"]
+    assert "the bound on a response schema's written size" in response.get_json()["message"]
+    assert metaschema_walks == []  # refused before the walk that cost the web process seconds
+    # At the bound it is accepted (and walked).
+    assert submit(client, api_key, with_schema({"allOf": [{}] * (schema_cost.MAX_WRITTEN_SUBSCHEMAS - 1)})) \
+        .status_code == 202
+
+
+def test_the_consoles_schema_check_is_bounded_and_under_the_keys_rate_limit(client, app, monkeypatch,
+                                                                            metaschema_walks):
+    plans = {**app.config["RATE_LIMIT_PLANS"], "tiny": {"requests": "3/hour", "polls": "5/hour"}}
+    monkeypatch.setitem(app.config, "RATE_LIMIT_PLANS", plans)
+    key = make_key("schema-checker", "tiny")
+    _signed_in_client(client, key)
+    form = client.get("/console/tasks/new").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form)[1]
+
+    def check(schema):
+        return client.post("/console/schema-check.json", data={"responseFormat": json.dumps(schema),
+                                                                "csrf_token": token})
+    wide = check(wide_allof(80_000)).get_json()
+    assert wide["valid"] is False and "the bound on a response schema's written size" in wide["message"]
+    assert metaschema_walks == []
+    assert check(TREE).get_json()["valid"] is True
+    answers = [check(TREE) for _ in range(3)]  # the plan's 3 requests an hour, the form's page included
+    refused = answers[-1]
+    assert refused.status_code == 429, refused.get_data(as_text=True)
+    assert "Rate limit of the 'tiny' plan exceeded: 3/hour for requests" in refused.get_json()["message"]
+
+
+@pytest.mark.parametrize("additional", [None, False])
+def test_one_keyword_over_5000_patterns_and_5000_keys_stops_at_the_budget(additional):
+    """The meter ticks inside patternProperties' and additionalProperties' own loops, not only between keywords
+    (a schema from elsewhere, or stored before the bounds: submit refuses one this wide)."""
+    from app import json_schemas
+
+    schema = {"type": "object", "patternProperties": {f"^p{i}$": {"type": "string"} for i in range(5000)}}
+    if additional is not None:
+        schema = {"additionalProperties": additional, **schema}
+    with pytest.raises(json_schemas.CheckTooCostly, match=re.escape(
+            f"went over its budget ({json_schemas.CHECK_SECONDS:g} s, 100,000 keyword evaluations)")):
+        json_schemas.first_error(schema, {f"k{i}": "x" for i in range(5000)})
+
+
+def test_multiple_of_a_fraction_against_a_401_digit_number_is_a_clean_check():
+    """What the worker's check of an answer meets (json_schemas.first_error): a result, never an OverflowError that
+    ended the task as "internal error"."""
+    from app import json_schemas
+
+    huge = 10 ** 400
+    assert json_schemas.first_error({"type": "number", "multipleOf": 0.5}, huge) is None
+    assert json_schemas.first_error({"multipleOf": 0.3}, huge).message.endswith(
+        "(401 digits) is not a multiple of 0.3")
+    assert json_schemas.first_error({"multipleOf": 0.5}, float("nan")).message == "nan is not a multiple of 0.5"
+    assert json_schemas.first_error({"multipleOf": 0.5}, 7.25).message == "7.25 is not a multiple of 0.5"

@@ -1,6 +1,7 @@
 """Every action of the official `narada` SDK, called as a user would, in a kept cloud session and in a window
 with our extension: what works answers as documented, what needs an outside account is a clear NaradaError."""
 import base64
+import json
 import io
 import shutil
 import tempfile
@@ -14,7 +15,7 @@ from openpyxl import Workbook, load_workbook
 from pypdf import PdfReader
 
 from app.sandbox.box import browser_owned
-from tests.conftest import make_key
+from tests.conftest import make_key, wait_until, worker  # noqa: F401 (fixture)
 from tests.extension_support import browser, module_key, window  # noqa: F401 (fixtures)
 from tests.test_extension_ui import side_panel  # noqa: F401 (fixture)
 from tests.page_server import PageServer
@@ -36,6 +37,7 @@ MOUSE = """<html><head><title>Mouse</title></head><body style="margin:0">
 # The actions every environment runs the same way; `agent`, `env`, `out` and `workbook` are the script's.
 COMMON = '''
 import base64
+import json
 from narada_core.errors import NaradaError
 from narada.vector_stores import VectorStoreCatalog
 from narada.google_drive import GoogleDriveClient
@@ -325,3 +327,215 @@ def test_a_file_asked_for_in_the_side_panel_reaches_the_sdk(service, browser, wi
     assert value["approved"] is True
     assert value["file"]["filename"] == "invoice.txt" and value["file"]["source"] == "inMemoryFile"
     assert base64.b64decode(value["file"]["base64"]) == b"Invoice 4711: 12.50 EUR\n"
+
+
+# The Excel actions and the window channel over plain HTTP, from a `free` key: the web process checks each call
+# (bounded before its work) and a worker runs it (issue 43).
+
+def action(client, key, window_id, name, **args):
+    return client.post("/fast/v2/extension-actions", headers={"x-api-key": key}, json={
+        "browserWindowId": window_id, "actionExecutionId": "action_1", "action": {"name": name, **args}})
+
+
+def uploaded(client, key, book):
+    data = io.BytesIO()
+    book.save(data)
+    reply = client.post("/fast/v2/files", headers={"x-api-key": key}, content_type="multipart/form-data",
+                        data={"file": (io.BytesIO(data.getvalue()), "book.xlsx")})
+    assert reply.status_code == 201, reply.get_json()
+    return reply.get_json()["key"]
+
+
+def big_book(rows=10_000, columns=10):
+    """100,000 cells: about 200 KB of .xlsx, 3.4 MB unpacked."""
+    book = Workbook()
+    for r in range(rows):
+        book.active.append([r + 1] * columns)
+    return book
+
+
+@pytest.fixture
+def free_window(client):
+    key = make_key("excel-free", plan="free")
+    reply = client.post("/fast/v2/browser-windows", json={"label": "excel"}, headers={"x-api-key": key})
+    assert reply.status_code == 201, reply.get_json()
+    return key, reply.get_json()["browserWindowId"]
+
+
+@pytest.fixture
+def rows_parsed(monkeypatch):
+    """How many worksheet rows openpyxl parsed (the work a read costs)."""
+    from openpyxl.worksheet._reader import WorkSheetParser
+
+    parsed, parse_row = [], WorkSheetParser.parse_row
+
+    def counting(self, row):
+        parsed.append(1)
+        return parse_row(self, row)
+    monkeypatch.setattr(WorkSheetParser, "parse_row", counting)
+    return parsed
+
+
+def test_one_cell_of_a_big_workbook_costs_one_row(app, client, free_window, worker, rows_parsed):
+    from app.windows import workbooks
+
+    key, window_id = free_window
+    book = uploaded(client, key, big_book())
+    reply = action(client, key, window_id, "read_excel_sheet", workbook_url=book, range="A1:A1")
+    assert reply.status_code == 200, reply.get_json()
+    assert reply.get_json()["data"] == '{"values": [["1"]]}'
+    reply = action(client, key, window_id, "read_excel_sheet", workbook_url=book, range="B9999:C10001")
+    assert reply.get_json()["data"] == '{"values": [["9999", "9999"], ["10000", "10000"], ["", ""]]}'
+    assert rows_parsed == []  # the worker read it: the web process parsed no row
+    data = io.BytesIO()
+    big_book().save(data)
+    assert workbooks.read_cells(data.getvalue(), "book.xlsx", "A1:A1") == {"values": [["1"]]}
+    assert len(rows_parsed) <= 2  # streamed: the sheet's other 9,999 rows were never parsed
+
+
+def test_the_excel_work_runs_in_a_worker_and_the_web_only_waits(client, free_window, worker, service, rows_parsed,
+                                                               monkeypatch):
+    """A worker logs each workbook command it answered; the web process parsed no row and rewrote nothing.
+    (This module's workers all consume the webhooks queue: either may answer.)"""
+    from openpyxl.workbook.workbook import Workbook as OpenpyxlWorkbook
+
+    key, window_id = free_window
+    book = Workbook()
+    book.active.append(["before"])
+    workbook = uploaded(client, key, book)
+    saved, save = [], OpenpyxlWorkbook.save
+    monkeypatch.setattr(OpenpyxlWorkbook, "save", lambda self, *args: saved.append(1) or save(self, *args))
+    workers = (worker, service.worker)
+    logged = [len(each.output()) for each in workers]
+    written = action(client, key, window_id, "write_excel_sheet", workbook_url=workbook, range="B1",
+                     values=[["written"]])
+    read = action(client, key, window_id, "read_excel_sheet", workbook_url=workbook, range="A1:B1")
+    assert written.status_code == 200 and written.get_json()["status"] == "success", written.get_json()
+    assert read.get_json()["data"] == '{"values": [["before", "written"]]}'
+    assert rows_parsed == [] and saved == []  # neither the read nor the write ran in the web process
+    assert load_workbook(io.BytesIO(stored_bytes(workbook))).active["B1"].value == "written"
+
+    def answered():  # each pool process logs its own lines: they may come in either order
+        lines = [line for each, offset in zip(workers, logged) for line in each.output()[offset:].splitlines()
+                 if "answered by worker pid" in line]
+        return lines if len(lines) >= 2 else None
+    lines = wait_until(answered, "the worker's log of both commands")
+    assert sorted(line.split("(")[1].split(")")[0] for line in lines) == ["read_excel_sheet",
+                                                                           "write_excel_sheet"], lines
+
+
+def test_an_excel_write_while_the_queue_is_down_is_a_503_and_never_runs_later(client, free_window, worker):
+    """The web process does not do the work itself: with RabbitMQ unreachable the write is refused (503) and
+    withdrawn, so the worker never writes it later; bad input is still an immediate 400 (checked first)."""
+    from app import create_app
+
+    key, window_id = free_window
+    book = Workbook()
+    book.active["A1"] = "kept"
+    workbook = uploaded(client, key, book)
+    queue_down = create_app({"BROKER_URL": "amqp://guest:guest@127.0.0.1:1//"})
+    with queue_down.app_context():
+        down = queue_down.test_client()
+        refused = action(down, key, window_id, "write_excel_sheet", workbook_url=workbook, range="A1",
+                         values=[["overwritten"]])
+        bad = action(down, key, window_id, "write_excel_sheet", workbook_url=workbook, range="A0", values=[["x"]])
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "5", refused.get_json()
+    assert refused.get_json() == {"error": "Service Unavailable", "message": (
+        "The task queue is unavailable, so the action was not run; retry in a few seconds.")}
+    assert bad.status_code == 400 and "range 'A0' is outside a worksheet" in bad.get_json()["message"]
+    reply = action(client, key, window_id, "read_excel_sheet", workbook_url=workbook, range="A1:A1")
+    assert reply.get_json()["data"] == '{"values": [["kept"]]}'  # the worker answers reads, and never wrote
+
+
+@pytest.mark.parametrize("cell_range, words", [
+    ("A1:Z20000", "covers 520,000 cells, over the 20,000 cells one call may read or write (EXCEL_MAX_CELLS)"),
+    ("A1:XFD1048576", "covers 17,179,869,184 cells, over the 20,000 cells"),
+    ("A1:XFE2", "is outside a worksheet: columns go from 1 to 16,384"),
+    ("A0:B2", "is outside a worksheet: rows go from 1 to 1,048,576"),
+    ("A1:B1048577", "is outside a worksheet: rows go from 1 to 1,048,576"),
+    ("Sheet1!nonsense", "is not a cell range like 'Sheet1!A1:C3'"),
+])
+def test_a_wide_or_bad_range_is_a_400_naming_it(client, free_window, rows_parsed, cell_range, words):
+    key, window_id = free_window
+    book = Workbook()
+    book.active["A1"] = "one cell"
+    reply = action(client, key, window_id, "read_excel_sheet", workbook_url=uploaded(client, key, book),
+                   range=cell_range)
+    assert reply.status_code == 400, reply.get_json()
+    assert reply.get_json()["error"] == "Invalid Request"
+    assert f"range '{cell_range}'" in reply.get_json()["message"] and words in reply.get_json()["message"]
+    assert rows_parsed == []  # refused before the workbook was opened
+
+
+def test_an_open_range_over_the_cap_and_a_workbook_that_unpacks_too_far_are_400(client, app, free_window, worker,
+                                                                                monkeypatch):
+    key, window_id = free_window
+    book = uploaded(client, key, big_book())
+    reply = action(client, key, window_id, "read_excel_sheet", workbook_url=book, range="A:C")
+    assert reply.status_code == 400 and "range 'A:C' covers 30,000 cells" in reply.get_json()["message"]
+    monkeypatch.setitem(app.config, "EXCEL_MAX_UNPACKED_BYTES", 1_000_000)
+    reply = action(client, key, window_id, "read_excel_sheet", workbook_url=book, range="A1:A1")
+    assert reply.status_code == 400
+    assert "'book.xlsx' unpacks to" in reply.get_json()["message"]
+    assert "over the 1,000,000 a workbook may unpack to here (EXCEL_MAX_UNPACKED_BYTES)" in reply.get_json()["message"]
+
+
+@pytest.mark.parametrize("cell_range, values, words", [
+    ("A1048576", [["a"], ["b"]], "would go past the worksheet's last row (1,048,576) or column (XFD, 16,384)"),
+    ("XFD1", [["a", "b"]], "would go past the worksheet's last row (1,048,576) or column (XFD, 16,384)"),
+    ("a/b!A1", [["x"]], "sheet title 'a/b' cannot be a worksheet's: at most 31 characters, none of \\ / ? * [ ] :"),
+    ("'what?'!A1", [["x"]], "sheet title 'what?' cannot be a worksheet's"),
+    ("A1", [[{"a": 1}]], "values[0][0] is dict: a cell holds a string, a number, true/false or null"),
+    ("A1", [["bell \x07"]], "values[0][0] cannot be stored in a cell"),
+    ("A1", [["x"] * 200] * 101, "covers 20,200 cells, over the 20,000 cells one call may read or write"),
+])
+def test_a_write_out_of_the_sheet_or_to_a_bad_title_is_a_400_naming_it(client, free_window, worker, cell_range,
+                                                                       values, words):
+    key, window_id = free_window
+    book = Workbook()
+    book.active["A1"] = "kept"
+    workbook = uploaded(client, key, book)
+    reply = action(client, key, window_id, "write_excel_sheet", workbook_url=workbook, range=cell_range,
+                   values=values)
+    assert reply.status_code == 400, reply.get_json()
+    assert words in reply.get_json()["message"], reply.get_json()
+    reply = action(client, key, window_id, "read_excel_sheet", workbook_url=workbook, range="A1:B2")
+    assert reply.get_json()["data"] == '{"values": [["kept", ""], ["", ""]]}'  # the upload is unchanged
+
+
+def test_a_pdf_name_chosen_by_the_page_reaches_the_caller_as_a_base_name(app, client, free_window):
+    """The window (the extension, or a kept session's worker) reports the name the page's URL gave its PDF."""
+    key, window_id = free_window
+    answered = {}
+
+    def sdk():
+        with app.app_context():
+            answered["reply"] = action(app.test_client(), key, window_id, "save_pdf_file")
+    caller = threading.Thread(target=sdk)
+    caller.start()
+    polled = None
+    for _ in range(50):
+        polled = client.post("/fast/v2/browser-windows/poll", headers={"x-api-key": key},
+                             json={"browserWindowIds": [window_id], "wait": 1}).get_json()["commands"]
+        if polled:
+            break
+    assert [c["name"] for c in polled] == ["save_pdf_file"]
+    result = client.post(f"/fast/v2/browser-windows/commands/{polled[0]['commandId']}/result",
+                         headers={"x-api-key": key}, json={"status": "success", "data": {
+                             "base64_content": base64.b64encode(b"%PDF-1.4").decode(),
+                             "name": "../../../../tmp/pwned.pdf", "mime_type": "application/pdf"}})
+    assert result.get_json() == {"accepted": True}
+    caller.join(30)
+    reply = answered["reply"]
+    assert reply.status_code == 200, reply.get_json()
+    assert json.loads(reply.get_json()["data"])["name"] == "pwned.pdf"
+
+
+def test_the_sdks_browser_environment_sign_in_is_a_404_that_says_what_works_here(client, free_window):
+    key, _ = free_window
+    reply = client.get("/fast/v2/auth/custom-token", headers={"x-api-key": key})
+    assert reply.status_code == 404 and reply.content_type == "application/json"
+    body = reply.get_json()
+    assert body["error"] == "Not Available"
+    assert "BrowserEnvironment signs a local Chrome into Narada's cloud" in body["message"]
+    assert "RemoteBrowserEnvironment(browser_window_id=...)" in body["message"]

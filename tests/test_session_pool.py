@@ -1,6 +1,6 @@
-"""Kept sessions served from the web's warm pool (docs/browser-pool.md): a pooled session answers over CDP and runs
-tasks as a cold one does, two in a row share nothing, a dead pooled browser is never handed out, a SIGKILLed web
-process leaves none behind, and SESSION_POOL_SIZE=0 starts sessions cold as before."""
+"""Kept sessions served from the worker's warm pool (docs/browser-pool.md): a pooled session answers over CDP and runs
+tasks as a cold one does, two in a row share nothing, a dead pooled browser is never handed out, a SIGKILLed worker
+leaves none behind, and SESSION_POOL_SIZE=0 starts sessions cold as before."""
 import json
 import os
 import signal
@@ -37,17 +37,21 @@ def pages():
     server.close()
 
 
+def pooled_worker(size="1"):
+    """The worker that starts the sessions' browsers, and fills the session pool of its machine."""
+    return WorkerProcess(queues="tasks,webhooks", concurrency=2, env={"SESSION_POOL_SIZE": size}, name="session-pool")
+
+
 @pytest.fixture(scope="module")
 def service(app):
-    env = {"SESSION_POOL_SIZE": "1"}
-    web = WebProcess(env=env)  # two gunicorn processes: one fills the pool, the other waits to take it over
+    web = WebProcess()
     try:
-        worker = WorkerProcess(queues="tasks,webhooks", concurrency=2, env=env, name="session-pool")
+        running = SimpleNamespace(api_base=web.base + "/fast/v2", web=web, worker=pooled_worker())
     except BaseException:
         web.stop()
         raise
-    yield SimpleNamespace(api_base=web.base + "/fast/v2", web=web)
-    worker.stop()
+    yield running  # a test may replace its worker
+    running.worker.stop()
     web.stop()
 
 
@@ -131,7 +135,7 @@ def test_a_pooled_session_answers_over_cdp_and_runs_a_task_as_a_cold_one(service
     session = create(service, key)
     assert session["session_id"] == waiting  # the pooled browser, adopted with its id
     assert_answers_over_cdp(session, pages)
-    # Its relay was started ahead, before the session had a token: it serves this session's token, no other.
+    # The web tier's relay serves this session's token, no other.
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
         websocket.create_connection(session["cdp_websocket_url"], header=["Authorization: Bearer not-the-token"],
                                     timeout=10, suppress_origin=True)
@@ -195,11 +199,12 @@ def test_a_killed_pooled_browser_is_not_handed_out(service, key, pages):
                what="the dead pooled browser to be destroyed", timeout=30)
 
 
-def test_a_sigkilled_web_process_leaves_no_pooled_browser(service, key):
+def test_a_sigkilled_worker_leaves_no_pooled_browser(service, key):
     [orphan] = pool_full()
     filler = sandbox_processes.owner_of(str(session_dir(CONFIG, orphan)))
-    assert filler and box_processes(orphan)
-    os.kill(filler, signal.SIGKILL)  # one of gunicorn's web processes: the other takes the pool over
+    assert filler == service.worker.proc.pid and box_processes(orphan)  # the worker's main process fills it
+    service.worker.kill()  # as a crash would: the worker and its pool processes
+    service.worker = pooled_worker()  # the next worker of the machine reaps what the dead one left
     wait_until(lambda: not box_processes(orphan) and orphan not in ready_ids(),
                what="the orphaned pooled browser to be reaped", timeout=60)
     [refilled] = pool_full()
@@ -210,14 +215,13 @@ def test_a_sigkilled_web_process_leaves_no_pooled_browser(service, key):
 
 
 def test_pool_size_0_starts_sessions_cold(service, key):
-    pool_full()
-    before = ready_ids()
-    web = WebProcess(env={"SESSION_POOL_SIZE": "0"})
-    cold = SimpleNamespace(api_base=web.base + "/fast/v2")
+    service.worker.stop()  # its unclaimed pooled browser ends with it
+    service.worker = pooled_worker("0")
     try:
-        session = create(cold, key)
-        assert session["session_id"] not in before and ready_ids() == before  # started cold, the pool untouched
+        session = create(service, key)
+        assert not ready_ids()  # started cold: no pool on this machine
         assert box_processes(session["session_id"])
-        stop(cold, key, session)
+        stop(service, key, session)
     finally:
-        web.stop()
+        service.worker.stop()
+        service.worker = pooled_worker()

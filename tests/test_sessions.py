@@ -1,14 +1,18 @@
 """Kept cloud browser sessions: a real Chromium that outlives tasks, driven through the API and the official SDK."""
 import base64
 import json
+import os
 import secrets
+import signal
 import threading
+import time
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import requests
+import websocket
 
 from app.extensions import db
 from app.models import CloudSession
@@ -204,6 +208,106 @@ def test_an_idle_session_is_ended_by_the_sweep(app, service, api_key):
     assert submitted.status_code == 409 and "has ended (timed_out)" in submitted.json()["message"]
 
 
+def test_a_stop_written_by_another_machine_revokes_the_cdp_credential_at_once(app, service):
+    """The relay asks the database, not its own machine: a stop that only reached the row (made on another
+    machine, the holding one unreachable) refuses new connections and closes the open one within seconds; then
+    the holding machine's web process, reading the row, ends the browser."""
+    from app.sessions import browsers, service as sessions
+
+    api_key = make_key("cdp-revoked", plan="pro")
+    created = api(service, api_key, "POST", "/cloud-browser/create-cloud-browser-session", json={}).json()
+    headers = [f"{name}: {value}" for name, value in created["cdp_auth_headers"].items()]
+    cdp = websocket.create_connection(created["cdp_websocket_url"], header=headers, timeout=30)
+    row = session_row(created["session_id"])
+    try:
+        cdp.send(json.dumps({"id": 1, "method": "Browser.getVersion"}))
+        assert "product" in json.loads(cdp.recv())["result"]
+        with app.app_context():
+            sessions._mark_ended(row.id, "complete")  # the row only: no process of this machine is told
+        cdp.settimeout(15)
+        deadline = time.monotonic() + 15
+        with pytest.raises((websocket.WebSocketConnectionClosedException, ConnectionError)):
+            while time.monotonic() < deadline:  # answered until the relay reads the row (about a second), then cut
+                cdp.send(json.dumps({"id": 2, "method": "Browser.getVersion"}))
+                cdp.recv()
+                time.sleep(0.2)
+        with pytest.raises((websocket.WebSocketBadStatusException, ConnectionError)) as refused:
+            websocket.create_connection(created["cdp_websocket_url"], header=headers, timeout=10)
+        assert getattr(refused.value, "status_code", 401) == 401
+        wait_until(lambda: profile_processes(row.profile_dir) == [], "the holder to end the browser", timeout=30)
+        wait_until(lambda: proxies_under(egress_dir(app.config, row.id)) == [], "its egress proxy to end", timeout=30)
+        wait_until(lambda: session_row(row.id).pid is None, "the row to say nothing is left to end", timeout=30)
+    finally:
+        cdp.close()
+        browsers.terminate(row.webdriver_url, row.webdriver_session, row.host, row.pid, row.profile_dir,
+                           extra_pids=(row.cdp_proxy_pid,), egress=browsers.egress_dir(app.config, row.id))
+
+
+def test_a_task_in_a_session_whose_browser_is_gone_ends_at_once_with_a_clear_error(service, api_key):
+    created = create(service, api_key, session_name="gone")
+    row = session_row(created["session_id"])
+    os.killpg(row.pid, signal.SIGKILL)  # its chromedriver and sandbox: the WebDriver endpoint answers no more
+    body = run_and_wait(service, api_key, {"prompt": "/Operator\nextract h1",
+                                           "cloudBrowserSessionId": created["session_id"]})
+    assert body["status"] == "error" and "cannot be reached" in body["response"]["text"], body
+    assert body["usage"] == {"actions": 0, "credits": 0.0}  # the SDK refuses a null usage
+    assert session_row(created["session_id"]).end_reason == "error"  # it cannot serve another task
+    again = api(service, api_key, "POST", "/remote-dispatch", json={
+        "prompt": "/Operator\nextract h1", "cloudBrowserSessionId": created["session_id"]})
+    assert again.status_code == 409 and "has ended (error)" in again.json()["message"]
+
+
+def test_a_task_whose_session_browser_goes_away_mid_run_ends_with_a_clear_error(service, api_key, site):
+    created = create(service, api_key, session_name="goes away")
+    row = session_row(created["session_id"])
+    submitted = api(service, api_key, "POST", "/remote-dispatch", json={
+        "prompt": f"/Operator\ngo to {site.url('/page/first')}\nwait 4\nextract h1",
+        "cloudBrowserSessionId": created["session_id"]})
+    request_id = submitted.json()["requestId"]
+    poll = lambda: api(service, api_key, "GET", f"/remote-dispatch/responses/{request_id}").json()  # noqa: E731
+    wait_until(lambda: len((poll().get("progress") or {}).get("actionTrace") or []) >= 1, "the first step",
+               timeout=120)
+    os.killpg(row.pid, signal.SIGKILL)  # its WebDriver endpoint goes, as with its machine, during the wait
+    body = wait_until(lambda: (lambda b: b if b["completedAt"] else None)(poll()), "the task", timeout=120)
+    assert body["status"] == "error" and "cannot be reached" in body["response"]["text"], body
+    assert body["usage"]["actions"] >= 1
+
+
+def test_a_session_whose_machine_went_quiet_ends_as_error_and_its_tasks_are_told_why(app, service, api_key):
+    from app.models import SessionHost, now_plus
+    from app.sessions import browsers
+
+    from app.models import ApiKey, Task, now
+
+    created = create(service, api_key, session_name="lost machine")
+    session_id = created["session_id"]
+    try:
+        # A task of the session queued for its machine, which no worker there will take.
+        key_id = db.session.execute(db.select(ApiKey.id).where(ApiKey.prefix == api_key[:10])).scalar_one()
+        queued = Task(api_key_id=key_id, agent="web", execution_mode="cloud_browser", prompt="/Operator\nextract h1",
+                      cloud_session_id=session_id, dispatched_at=now())
+        db.session.add(queued)
+        # Its browser's machine stops saying it is alive, as when it is switched off with its worker.
+        db.session.execute(db.update(CloudSession).where(CloudSession.id == session_id)
+                           .values(host="gone-machine", egress_host="gone-machine"))
+        db.session.add(SessionHost(host="gone-machine", seen_at=now_plus(-3600)))
+        db.session.commit()
+        ended = wait_until(lambda: (lambda r: r if r.status == "ended" else None)(session_row(session_id)),
+                           "beat's sweep", timeout=60)
+        assert ended.end_reason == "error" and "stopped answering" in ended.end_message
+        assert ended.cdp_token_sealed is None
+        task = wait_until(lambda: (lambda b: b if b["completedAt"] else None)(
+            api(service, api_key, "GET", f"/remote-dispatch/responses/{queued.id}").json()), "the sweep", timeout=10)
+        assert task["status"] == "error" and "stopped answering" in task["response"]["text"], task
+        assert task["usage"] == {"actions": 0, "credits": 0.0}  # told at once, never run, never retried
+        refused = api(service, api_key, "POST", "/remote-dispatch", json={
+            "prompt": "/Operator\nextract h1", "cloudBrowserSessionId": session_id})
+        assert refused.status_code == 409, refused.text
+        assert "has ended (error: the machine holding its browser stopped answering" in refused.json()["message"]
+    finally:
+        browsers.end_here(app.config, session_id)  # the test's own machine holds it in truth
+
+
 def test_another_keys_session_is_not_found(service, api_key, other_key):
     created = create(service, api_key)
     session_id = created["session_id"]
@@ -257,6 +361,28 @@ def test_files_the_session_downloaded_reach_the_sdk(service, api_key, site):
                             "content": "region,total\nnorth,7\n"}
 
 
+def test_a_task_s_download_in_a_session_is_a_file_of_the_key_and_stays_in_the_session_listing(
+        service, api_key, other_key, site):
+    created = create(service, api_key)
+    body = run_and_wait(service, api_key, {
+        "prompt": f"/Operator\ngo to {site.url('/downloads')}\nclick \"Download the report\"\nanswer done",
+        "cloudBrowserSessionId": created["session_id"], "allowedDomains": [site.url("/").split("/")[2]]})
+    assert body["status"] == "success", body
+    (stored,) = body["response"]["files"]
+    assert stored == {"key": stored["key"], "filename": "report.csv", "size": 21, "contentType": "text/csv"}
+    reply = api(service, api_key, "GET", f"/files/{stored['key']}")
+    assert reply.status_code == 200 and reply.content == b"region,total\nnorth,7\n"
+    assert api(service, other_key, "GET", f"/files/{stored['key']}").status_code == 404
+    listed = api(service, api_key, "GET", "/files").json()["files"]
+    assert [(item["key"], item["requestId"], item["sessionId"]) for item in listed] == [
+        (stored["key"], body["requestId"], created["session_id"])]
+    # The session's own listing (the SDK's get_downloaded_files) still has it; listing it stores no second copy.
+    downloads = api(service, api_key, "GET", "/cloud-browser/replay/downloads",
+                    params={"session_id": created["session_id"]}).json()["downloaded_files"]
+    assert [item["file_name"] for item in downloads] == ["report.csv"]
+    assert len(api(service, api_key, "GET", "/files").json()["files"]) == 1
+
+
 def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(service, site):
     api_key, other_key = make_key("cdp-user", plan="pro"), make_key("cdp-other", plan="pro")  # free: no CDP
     result = run_sdk(service, api_key, f'''
@@ -302,9 +428,9 @@ def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(se
     row = session_row(value["session"])
     assert row.browser_window_id == value["window"] and row.status == "ended"
     assert profile_processes(row.profile_dir) == []
-    # The credential ended with the session: the proxy is gone, and the API will not hand it out again.
-    with pytest.raises(requests.ConnectionError):
-        requests.get(value["url"].replace("ws://", "http://"), headers=value["headers"], timeout=5)
+    # The credential ended with the session: the web tier's relay refuses it, and the API will not hand it out again.
+    assert requests.get(value["url"].replace("ws://", "http://"), headers=value["headers"],
+                        timeout=5).status_code == 401
     again = api(service, api_key, "POST", "/cloud-browser/generate-cdp-auth-headers",
                 json={"cdp_websocket_url": value["url"]})
     assert again.status_code == 409
@@ -496,8 +622,12 @@ def remote_webdriver():
     proc.stop()
 
 
-def test_with_selenium_remote_url_the_session_lives_there_and_tasks_reattach(app, api_key, site, remote_webdriver):
+def test_with_selenium_remote_url_the_session_lives_there_and_tasks_reattach(app, service, api_key, site,
+                                                                            remote_webdriver):
+    from tests.processes import WorkerProcess
+
     url, driver_proc = remote_webdriver
+    service.worker.stop()  # a worker without the Grid's setting would start the session's browser itself
     live = LiveService(env={"SELENIUM_REMOTE_URL": url})
     try:
         created = create(live, api_key)
@@ -517,6 +647,7 @@ def test_with_selenium_remote_url_the_session_lives_there_and_tasks_reattach(app
         assert requests.get(f"{url}/session/{row.webdriver_session}/url", timeout=5).status_code == 404
     finally:
         live.stop()
+        service.worker = service._started(WorkerProcess(concurrency=2, name="sdk"))
 
 
 def test_a_grid_url_with_credentials_is_called_with_basic_auth():

@@ -70,25 +70,45 @@ def _reap_orphaned_browsers(**_):
             logging.getLogger(__name__).warning("%s cloud_browser tasks will end as error.", problem)
 
 
-_pool = None
+_pool = _parked = _endpoint = None
 
 
 @signals.worker_ready.connect
 def _start_browser_pool(sender=None, **_):
-    """A tasks worker keeps the host's warm browser pool from its main process (never a pool child's, never the
-    web's): started once the worker is up, so its start never delays the worker's own."""
-    global _pool
-    from workers.browser import pool
+    """A tasks worker keeps the host's warm browser pools from its main process (never a pool child's, never the
+    web's): the tasks' and the kept sessions' (their browsers live on the machines that run `worker`), started once
+    the worker is up, so their start never delays the worker's own. The same process sweeps the browsers kept for
+    paused tasks (workers/browser/parking.py), holds the kept sessions' (app/sessions/holder.py), and serves the
+    machine's stream endpoint (workers/browser/host_endpoint.py): live views and CDP of the browsers held here, from
+    any web process."""
+    global _pool, _parked, _endpoint
+    from app.sessions import holder, pool as session_pool
+    from workers.browser import host_endpoint, parking, pool
 
     config = flask_app.config
     amqp = getattr(getattr(sender, "app", None), "amqp", None)
     consumes = set(amqp.queues.consume_from or amqp.queues) if amqp is not None else set()
-    if "tasks" in consumes and not pool.cold_reason(config):
-        _pool = pool.BrowserPool(config, int(config["BROWSER_POOL_SIZE"])).start()
+    if "tasks" in consumes:
+        _endpoint = host_endpoint.HostEndpoint(flask_app).start()
+        _parked = parking.ParkedBrowsers(config).start()
+        holder.start(flask_app)
+        session_pool.start(config)
+        if not pool.cold_reason(config):
+            _pool = pool.BrowserPool(config, int(config["BROWSER_POOL_SIZE"])).start()
 
 
 @signals.worker_shutdown.connect
 def _stop_browser_pool(**_):
-    """Its unclaimed browsers end with the worker (a SIGKILL: with the thread that started them)."""
+    """Its unclaimed browsers end with the worker (a SIGKILL: with the thread that started them); so do the kept ones
+    (the answer then resumes from the pause's snapshot). Kept sessions' browsers outlive it: a worker started again
+    on this machine holds them again."""
+    from app.sessions import holder, pool as session_pool
+
+    holder.stop()
+    session_pool.stop()
+    if _parked is not None:
+        _parked.stop()
+    if _endpoint is not None:
+        _endpoint.stop()
     if _pool is not None:
         _pool.stop()

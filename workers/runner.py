@@ -13,9 +13,9 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from app import lifecycle
 from app.agents import split_prefix
 from app.dispatch.service import dispatch
-from app.crypto import unseal
+from app.crypto import seal, unseal
 from app.extensions import db
-from app.files.service import referenced_keys
+from app.files.service import referenced_keys, task_files
 from app.models import Task, now_plus
 from app.scripts.format import secrets_of
 from app.scripts.service import add_version
@@ -23,7 +23,7 @@ from app.scripts.service import add_version
 from .agent.actions import Outcome
 from .agent.conversation import Conversation
 from .agent.environments import environment_for
-from .agent.loop import AgentLoop, Budget, RunState
+from .agent.loop import AgentLoop, Budget, RunState, _ms, _ts
 from . import shutdown
 from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
@@ -34,6 +34,7 @@ from .replay.replayer import ReplayPlanner
 from .planners.builtin import split_steps
 
 log = logging.getLogger(__name__)
+FLAGS_SECONDS = 0.1  # a running task reads its cancel and takeover flags at most this often
 
 
 def worker_identity():
@@ -69,8 +70,9 @@ class Lease:
                 log.warning("lease renewal for %s failed", self.task_id, exc_info=True)
 
 
-def execute_task(task_id):
-    """Idempotent: a task that is not claimable (done, or held by another worker) is left alone."""
+def execute_task(task_id, node=None):
+    """Idempotent: a task that is not claimable (done, or held by another worker) is left alone. `node`: the Celery
+    worker running it, whose own queue (worker_direct) the answer to a pause that kept its browser is sent to."""
     owner = worker_identity()
     # Read once, from the claim, and let go: no transaction stays open across the run's slow work (browser
     # start, model calls, steps), and nothing of the row is reloaded in one.
@@ -81,6 +83,8 @@ def execute_task(task_id):
     config = current_app.config
     secrets = Secrets(unseal(task.secrets_sealed))
     secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
+    if task.hitl and secrets.generators:  # resumed: a one-time code typed before the pause may still be shown
+        secrets.remember_codes(task.created_at.timestamp(), time.time())
     with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
         cancel_read = [task.cancel_requested]  # the claim just read it: the first check needs no query
         seen = {"takeover": task.takeover}  # a person's control (live view), as the latest check read it
@@ -88,13 +92,23 @@ def execute_task(task_id):
         def halted():
             return lease.lost.is_set() or shutdown.requested.is_set()
 
+        read_at, cancelled = [time.monotonic()], [False]
+
         def stop():
+            """Read between steps and inside long ones: a cancel stops the run (and says so at every later check), a
+            person's takeover pauses it here (PersonControl.hold), at once. The row is read at most every
+            FLAGS_SECONDS (a step's settling asks many times in a row)."""
             if halted():
                 return True
-            return cancel_read.pop() if cancel_read else _run_flags(task_id, seen)[0]
+            if cancel_read:
+                cancelled[0] = cancel_read.pop()
+            elif not cancelled[0] and time.monotonic() - read_at[0] >= FLAGS_SECONDS:
+                read_at[0] = time.monotonic()
+                cancelled[0] = _run_flags(task_id, seen)[0]
+            return cancelled[0] or person.hold()
 
-        person = PersonControl(task, owner, config, lambda: _run_flags(task_id, seen), seen, halted)
-        loop = None
+        person = PersonControl(task, owner, lambda: _run_flags(task_id, seen), seen, halted)
+        loop, snapshot, kept = None, None, False
         time_up = Outcome("error", "Time limit reached: the worker's time limit for one task "
                                    f"({config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
         try:
@@ -104,6 +118,7 @@ def execute_task(task_id):
         except SoftTimeLimitExceeded:  # while its browser was starting
             outcome = time_up
         else:
+            outcome = None
             try:
                 outcome = loop.run()
             except SoftTimeLimitExceeded:
@@ -112,7 +127,8 @@ def execute_task(task_id):
                 log.exception("task %s failed", task_id)
                 outcome = Outcome("error", "The task failed because of an internal error.")
             finally:
-                close_environment(loop.environment)
+                pausing = outcome is not None and outcome.status == "input-required" and not halted()
+                snapshot, kept = close_environment(loop.environment, pausing)
     if lease.lost.is_set():
         log.warning("lease on %s lost; another worker or a sweep owns it now", task_id)
         return
@@ -125,7 +141,10 @@ def execute_task(task_id):
                      " to the queue" if requeued else "; beat will re-publish it")
         return
     trace = loop.state.trace if loop else []
-    usage = loop.usage() if loop else {"actions": 0, "credits": 0.0}
+    trace, files = _with_downloads(task, loop, trace, secrets)
+    if loop is not None and loop.environment.end_notes:
+        trace = trace[:-1] + secrets.redact(loop.environment.end_notes) + trace[-1:]
+    usage = loop.usage() if loop else lifecycle.NO_USAGE
     extra = {"messages": loop.state.conversation.messages} if loop else {}
     script = recorded_script(task, loop, outcome)
     if script is not None:
@@ -133,8 +152,13 @@ def execute_task(task_id):
     if loop is not None and loop.schema_check is not None:
         extra["schema_check"] = secrets.redact(loop.schema_check)
     if outcome.status == "input-required":
-        extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]))
-    _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, _response(outcome, trace), usage,
+        # The browser's state, sealed, for a fresh browser should the kept one be gone when the answer comes.
+        extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]),
+                     pause_snapshot=seal(snapshot) if snapshot else None, browser_node=node if kept else None)
+    response = _response(outcome, trace)
+    if files:
+        response["files"] = files
+    _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, response, usage,
                          trace=trace, error=outcome.text if outcome.status == "error" else None,
                          owner=owner, **extra)
     saved = ((task.options or {}).get("replay") or {}).get("scriptId")
@@ -194,9 +218,14 @@ def _cancel_requested(task_id):
         db.session.rollback()
 
 
-def close_environment(environment):
+def close_environment(environment, pausing=False):
+    """Close the run's environment; at an input-required pause its browser may be kept instead. Returns
+    (the browser's snapshot or None, whether the browser was kept)."""
     try:
+        if pausing:
+            return environment.pause(current_app.config["INPUT_KEEP_BROWSER_SECONDS"])
         environment.close()
+        return None, False
     finally:
         environment.remove_temporary_files()
         if environment.mcp is not None:
@@ -216,7 +245,8 @@ def build_loop(task, owner, should_stop, secrets, person=None):
             mcp.close()
         raise
     environment.mcp = mcp
-    environment.redact = secrets.redact  # a browser run's recording keeps no secret value (page URLs, fields)
+    environment.secrets = secrets  # a browser run's recording keeps no secret value (page URLs, fields, echoes)
+    environment.masks_fields = bool(secrets.names())  # nor its GIF: text fields are dots in its frames
     try:
         if person is not None:  # live viewers can watch the browser, and a person take control of it
             environment.go_live(person)
@@ -228,7 +258,7 @@ def build_loop(task, owner, should_stop, secrets, person=None):
             prompt=secrets.redact(prompt), agent=task.agent, tools=environment.tools(schema),
             variables=secrets.redact(options.get("inputVariables") or {}),
             additional_context=secrets.redact(options.get("additionalContext") or {}),
-            secret_names=secrets.names(), response_schema=schema,
+            secret_names=secrets.names(), one_time_codes=sorted(secrets.generators), response_schema=schema,
             time_zone=options.get("timeZone") or "America/Los_Angeles",
             attachments=referenced_keys(options),
         )
@@ -236,9 +266,13 @@ def build_loop(task, owner, should_stop, secrets, person=None):
         # A vision model gets a screenshot beside each page view, unless the task has secrets: a value typed
         # into a visible text field would reach the model in the picture.
         environment.screenshots = getattr(planner, "vision", False) and not secrets.names()
-        state = _resumed_state(task, secrets) or RunState(
+        resumed = _resumed_state(task, secrets)
+        if resumed is not None and environment.resumed:  # the trace says whether the browser was kept or restored
+            resumed.trace.append(secrets.redact(environment.resumed))
+        state = resumed or RunState(
             Conversation.begin(secrets.redact(_earlier_messages(task)), _with_start_page(
                 brief.prompt, environment, config, secrets)))
+        state.trace.extend(secrets.redact(environment.notes))
         budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
         pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
 
@@ -316,6 +350,28 @@ def _earlier_messages(task):
             earlier.extend(previous.messages or [])
     earlier.extend({"role": m["role"], "content": m["content"]} for m in options.get("chatHistory") or [])
     return earlier
+
+
+def _with_downloads(task, loop, trace, secrets):
+    """(the trace with an entry per file the browser downloaded in this run, kept or left out and why, before the
+    final entry; the task's files, of this run and of any earlier one), or (trace, None) for the general agent."""
+    kept = getattr(loop.environment, "downloads", None) if loop else None
+    if kept is None:
+        return trace, None
+    now = _ts(_ms(time.time()))
+    url = trace[-1].get("url", "") if trace else ""
+    entries = []
+    for item in kept:
+        entry = {"url": url, "action": f"download {item['name']}", "startTs": now, "endTs": now, "durationMs": 0}
+        if "file" in item:
+            stored = item["file"]
+            entry["result"] = f"kept as {stored['key']} ({stored['size']} bytes, {stored['contentType']})"
+        else:
+            entry.update(failed=True, error=f"left out: {item['leftOut']}")
+        entries.append(secrets.redact(entry))
+    if entries:
+        trace = trace[:-1] + entries + trace[-1:]
+    return trace, task_files(task.id)
 
 
 def _response(outcome, trace):

@@ -18,7 +18,7 @@ from app.extensions import db
 from app.models import CloudSession
 from app.windows import service as windows
 
-from .browser.base import BrowserError
+from .browser.base import BrowserError, BrowserUnavailable
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 3.0  # how long to wait for (more) commands after the publish or the last command
@@ -85,9 +85,13 @@ def _serve_commands(session_id):
     if session is None or session.status != "active":
         return 0
     window_id, api_key_id = session.browser_window_id, session.api_key_id
-    browser = KeptSessionBrowser(webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
-                                 label=session.name or session.id, remote=session.host == "grid",
-                                 page_load_timeout=current_app.config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30))
+    try:
+        browser = KeptSessionBrowser(webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
+                                     label=session.name or session.id, remote=session.host == "grid",
+                                     page_load_timeout=current_app.config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30))
+    except BrowserUnavailable as exc:  # its browser (or its machine) is gone: the callers learn it now, not by 504
+        db.session.rollback()
+        return _refuse_commands(window_id, api_key_id, str(exc))
     db.session.commit()  # no transaction while the browser works
     served, last = 0, time.monotonic()
     try:
@@ -103,6 +107,15 @@ def _serve_commands(session_id):
     finally:
         browser.close()  # detaches; the session's browser stays
     return served
+
+
+def _refuse_commands(window_id, api_key_id, reason):
+    """Answer the window's pending commands with `reason`; returns how many."""
+    refused = 0
+    while (command := windows.claim_next(window_id)) is not None:
+        windows.post_result(api_key_id, command["commandId"], {"status": "error", "data": None, "error": reason})
+        refused += 1
+    return refused
 
 
 def run_action(browser, name, args):

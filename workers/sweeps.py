@@ -11,6 +11,7 @@ from app import lifecycle
 from app.dispatch import recordings
 from app.dispatch.service import dispatch
 from app.files import service as files
+from app.profiles import service as profiles
 from app.sessions import service as sessions
 from app.extensions import db
 from app.models import IdempotencyKey, Task, WebhookDelivery, now, now_plus
@@ -40,7 +41,12 @@ def dispatch_undispatched():
         select(Task.id).where(Task.status == "pending", Task.lease_owner.is_(None), stale)
         .order_by(Task.created_at).limit(BATCH)
     ).scalars().all()
-    return _publish_each(ids, dispatch, "undispatched tasks")
+    return _publish_each(ids, _dispatch, "undispatched tasks")
+
+
+def _dispatch(task_id):
+    """Publish a task: to the worker holding its kept session's browser, if it runs in one."""
+    return dispatch(task_id, node=sessions.node_of_task(task_id))
 
 
 def expire_leases():
@@ -48,20 +54,22 @@ def expire_leases():
     max_attempts = current_app.config["MAX_ATTEMPTS"]
     expired = db.session.execute(
         # input-required with a lease: a run that waited for a person in its live view (it keeps its browser).
-        select(Task.id, Task.attempt, Task.status).where(
+        select(Task.id, Task.attempt, Task.status, Task.cloud_session_id).where(
             Task.status.in_(("pending", "input-required")), Task.lease_owner.is_not(None),
             Task.lease_expires_at < now())
         .limit(BATCH)
     ).all()
     db.session.commit()
     ended = retried = 0
-    for task_id, attempt, status in expired:
-        if attempt < max_attempts and status == "pending":
-            if lifecycle.release_for_retry(task_id) and dispatch(task_id):
+    for task_id, attempt, status, session_id in expired:
+        # A session that ended (its machine went quiet, say) can run no retry: its tasks are told why at once.
+        gone = sessions.ended_reason(session_id) if session_id else None
+        if attempt < max_attempts and status == "pending" and gone is None:
+            if lifecycle.release_for_retry(task_id) and _dispatch(task_id):
                 retried += 1
             continue
-        message = (f"The worker running this task stopped responding "
-                   f"({attempt} attempt{'s' if attempt != 1 else ''}); the task was not completed.")
+        message = gone or (f"The worker running this task stopped responding "
+                           f"({attempt} attempt{'s' if attempt != 1 else ''}); the task was not completed.")
         task = db.session.get(Task, task_id)
         if lifecycle.finish(task_id, "error", lifecycle.failure_response(message), task.usage,
                             error=message):
@@ -119,15 +127,18 @@ def purge_idempotency_keys():
 
 def purge_expired_files():
     """Delete uploads older than FILE_TTL_SECONDS (tasks that attached them read them earlier), the downloads
-    of sessions that ended that long ago, and recordings older than RECORDING_TTL_SECONDS; returns how many uploads."""
+    of sessions that ended that long ago, recordings older than RECORDING_TTL_SECONDS and profiles unused for
+    PROFILE_IDLE_DAYS; returns how many uploads."""
     sessions.purge_ended_files()
     recordings.purge_expired()
+    profiles.purge_idle()
     return files.purge_expired()
 
 
 def end_idle_sessions():
-    """End cloud browser sessions idle past their timeout, and launches abandoned mid-way; returns how many."""
-    return sessions.expire_idle() + sessions.end_abandoned_starts()
+    """End cloud browser sessions idle past their timeout, launches abandoned mid-way, and sessions whose machine
+    went quiet; returns how many."""
+    return sessions.expire_idle() + sessions.end_abandoned_starts() + sessions.end_lost()
 
 
 def reap_browsers(config=None):

@@ -1,16 +1,18 @@
 """Celery tasks: thin wrappers over plain functions that tests call without a broker."""
 from celery import shared_task
 
-from . import runner, session_actions, sweeps, webhooks
+from app.sessions import service as sessions
+
+from . import runner, session_actions, sweeps, webhooks, workbook_actions
 
 # While the database is unreachable a message is retried later rather than dropped.
 RETRY_WHILE_DATABASE_DOWN = dict(autoretry_for=runner.DATABASE_DOWN, retry_backoff=1, retry_backoff_max=30,
                                  retry_jitter=True, max_retries=40)
 
 
-@shared_task(name="workers.run_task", **RETRY_WHILE_DATABASE_DOWN)
-def run_task(task_id):
-    runner.execute_task(task_id)
+@shared_task(name="workers.run_task", bind=True, **RETRY_WHILE_DATABASE_DOWN)
+def run_task(self, task_id):
+    runner.execute_task(task_id, node=self.request.hostname)
 
 
 @shared_task(name="workers.sweep_undispatched")
@@ -65,6 +67,17 @@ def reap_browsers():
     return sweeps.reap_browsers()
 
 
+@shared_task(name="workers.start_session", **RETRY_WHILE_DATABASE_DOWN)
+def start_session(session_id, options=None):
+    """A kept session's browser starts on the worker machine that takes this (app/sessions/service.start_here)."""
+    return sessions.start_here(session_id, options)
+
+
 @shared_task(name="workers.serve_session_actions")
 def serve_session_actions(session_id):
     return session_actions.serve(session_id)
+
+
+@shared_task(name="workers.answer_workbook_action")
+def answer_workbook_action(command_id):
+    return workbook_actions.answer(command_id)

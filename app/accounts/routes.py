@@ -1,4 +1,5 @@
-"""Routes the SDK's VectorStoreCatalog and GoogleDriveClient call: each a clear 404 {error, message}."""
+"""Routes the SDK's VectorStoreCatalog, GoogleDriveClient and BrowserEnvironment's sign-in call: each a clear 404
+{error, message}."""
 from flask.views import MethodView
 
 from ..auth import require_api_key
@@ -7,13 +8,18 @@ from ..parsing import Blueprint
 from ..ratelimits import requests_limit
 
 blp = Blueprint("outside-accounts", __name__, url_prefix="/fast/v2",
-                description="Vector stores and Google Drive: they need outside accounts this service cannot reach.")
+                description="Vector stores, Google Drive and the Narada sign-in: they need outside accounts this "
+                            "service cannot reach.")
 blp.before_request(require_api_key)
 
 VECTOR_STORES = ("This service has no Agent Studio vector stores: they live in Narada's cloud, which it does not "
                  "reach. Give the agent the documents as task attachments instead (POST /fast/v2/files).")
 DRIVE = ("Google Drive is not reachable from this service (it has no internet access and no Google account): "
          "download the file yourself and upload it (POST /fast/v2/files) to use it in a task.")
+
+SIGN_IN = ("BrowserEnvironment signs a local Chrome into Narada's cloud with a custom token; this service has no "
+           "Narada accounts to sign in to. Use RemoteBrowserEnvironment(browser_window_id=...) with this service's "
+           "extension in your browser, or CloudBrowserEnvironment for a browser here (docs/sdk.md).")
 
 
 def _unavailable(message):
@@ -83,3 +89,17 @@ class DriveDownload(MethodView):
         Always 404 `Not Available`: the SDK raises it as a NaradaError naming the reason.
         """
         _unavailable(DRIVE)
+
+
+@blp.route("/auth/custom-token")
+class CustomToken(MethodView):
+    @requests_limit
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(404, schema="Error", description="No Narada sign-in here")
+    def get(self):
+        """A Narada sign-in token (the SDK's BrowserEnvironment): not offered here
+
+        Always 404 `Not Available`: the SDK raises it as a NaradaInitializationError naming the environments
+        that work here.
+        """
+        _unavailable(SIGN_IN)

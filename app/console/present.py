@@ -124,6 +124,7 @@ def task(task):
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
         "callbackUrl": task.callback_url,
         "script": _script(task),
+        "files": (task.response or {}).get("files") or [],
     }
 
 

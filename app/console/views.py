@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 from ..dispatch import schemas as dispatch_schemas
 from ..dispatch import queries, recordings, service as tasks
 from ..errors import ApiError
+from ..files import routes as file_routes, service as files
 from ..live import service as live
 from ..ratelimits import limiter, polls_limit, requests_limit
 from ..webhooks import service as webhooks
@@ -188,6 +189,15 @@ def task_state(task_id):
     return jsonify(state)
 
 
+@blp.route("/tasks/<task_id>/files/<key>")
+@signed_in
+@polls_limit
+def task_file(task_id, key):
+    """A file the task's browser downloaded, as GET /fast/v2/files/{key} serves it (the signed-in key's only)."""
+    queries.get_task(g.api_key.id, task_id)
+    return file_routes.served(files.owned_file(g.api_key.id, key))
+
+
 @blp.route("/tasks/<task_id>/gif")
 @signed_in
 @polls_limit
@@ -287,8 +297,10 @@ def windows():
 
 @blp.route("/schema-check.json", methods=["POST"])
 @signed_in
+@requests_limit
 def check_schema():
-    """The New task form's schema editor asks here (jsonschema, like submit) before submitting."""
+    """The New task form's schema editor asks here (jsonschema, like submit) before submitting: under the key's
+    rate limit, like submit, since each check spends the web process's CPU."""
     text = request.form.get("responseFormat", "").strip()
     if not text:
         return jsonify({"valid": True, "message": "No schema: the task answers with text."})

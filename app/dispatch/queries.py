@@ -34,6 +34,9 @@ def get_task(api_key_id, task_id, fresh=False):
     return task
 
 
+NO_USAGE = {"actions": 0, "credits": 0.0}  # a task that ended before any action ran (the SDK refuses null)
+
+
 def isoformat(ts):
     return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z") if ts else None
 
@@ -48,7 +51,8 @@ def result(task):
         "response": task.response if task.status != "pending" else None,
         "createdAt": isoformat(task.created_at),
         "completedAt": isoformat(task.completed_at),
-        "usage": task.usage,
+        # A row finished before every ending wrote usage (app/lifecycle.py) still answers with one.
+        "usage": task.usage or (NO_USAGE if task.completed_at else None),
         "hitlInputMetadata": task.hitl if task.status == "input-required" else None,
     }
     if task.status == "pending":
@@ -118,7 +122,7 @@ def task_page(api_key_id, status=None, mode=None, search=None, window=None, limi
         pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         query = query.where(Task.prompt.ilike(pattern, escape="\\"))
     if cursor:
-        query = query.where(_older_than(*cursor))
+        query = query.where(older_than(*cursor))
     rows = db.session.execute(
         query.order_by(Task.created_at.desc(), Task.id.desc()).limit(limit + 1)).all()
     more = len(rows) > limit
@@ -145,21 +149,23 @@ def _load_tasks(ids, columns=None):
     return [by_id[task_id] for task_id in ids if task_id in by_id]
 
 
-def _older_than(created_at, last_id):
-    """The tasks after a page whose last task is (created_at, last_id), in the page order (created_at, id).
+def older_than(created_at, last_id, model=Task, id_column="id"):
+    """The tasks (or other rows of `model` with created_at) after a page whose last row is (created_at,
+    last_id), in the page order (created_at, id).
 
     SQLite keeps created_at as the text the database clock wrote: '…21.254' (milliseconds), or '…21' in rows
     from before milliseconds, and text compares as text: the cursor's time is written in that same form (a
     bound datetime, '…21.254000', would not equal it, and a page's last task came again on the next page). The
     column itself is compared, so the (api_key_id, created_at) index still serves every page.
     """
+    column, row_id = model.created_at, getattr(model, id_column)
     if db.session.get_bind().dialect.name != "sqlite":
-        return or_(Task.created_at < created_at, and_(Task.created_at == created_at, Task.id < last_id))
+        return or_(column < created_at, and_(column == created_at, row_id < last_id))
     created_at = created_at.astimezone(timezone.utc)
     second = created_at.strftime("%Y-%m-%d %H:%M:%S")
     if created_at.microsecond // 1000:
         stored = type_coerce(f"{second}.{created_at.microsecond // 1000:03d}", String)
-        return or_(Task.created_at < stored, and_(Task.created_at == stored, Task.id < last_id))
+        return or_(column < stored, and_(column == stored, row_id < last_id))
     # A whole second: '…21.000' from the clock, or '…21' from an older row (a second never holds both).
     whole, clock = type_coerce(second, String), type_coerce(second + ".000", String)
-    return or_(Task.created_at < whole, and_(Task.created_at.in_([whole, clock]), Task.id < last_id))
+    return or_(column < whole, and_(column.in_([whole, clock]), row_id < last_id))

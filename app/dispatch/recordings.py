@@ -11,16 +11,22 @@ from .queries import get_task
 
 FORMAT = "rrweb"
 STEP_TAG = "step"  # the custom event the worker adds as each action starts (workers/browser/recording.py)
+TRUNCATED_TAG = "truncated"  # the custom event the worker adds where the run's RECORDING_MAX_BYTES ran out
 
 
 def document(task_id, events):
-    """The stored body: the events in time order, and a marker per action (its offset from the start)."""
+    """The stored body: the events in time order, a marker per action (its offset from the start), and whether the
+    recording ends early (the run's RECORDING_MAX_BYTES ran out). Custom events are the worker's alone: it drops
+    any a page sends."""
     events = sorted(events, key=lambda e: e["timestamp"])
     start = events[0]["timestamp"] if events else 0
+    custom = [e for e in events if e.get("type") == 5]
     markers = [{**(e["data"].get("payload") or {}), "offsetMs": e["timestamp"] - start}
-               for e in events if e.get("type") == 5 and e.get("data", {}).get("tag") == STEP_TAG]
+               for e in custom if e.get("data", {}).get("tag") == STEP_TAG]
+    truncated = any(e.get("data", {}).get("tag") == TRUNCATED_TAG for e in custom)
     return {"requestId": task_id, "format": FORMAT, "startedAt": start,
-            "durationMs": (events[-1]["timestamp"] - start) if events else 0, "markers": markers, "events": events}
+            "durationMs": (events[-1]["timestamp"] - start) if events else 0, "truncated": truncated,
+            "markers": markers, "events": events}
 
 
 def store(task_id, events):

@@ -47,6 +47,7 @@ class Submit(MethodView):
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(404, schema="Error", description="Browser window not found")
     @blp.alt_response(408, schema=WaitTimeoutSchema, description="With wait: the task did not finish in time")
+    @blp.alt_response(409, schema="Error", description="The profile is being written (persist) by another task or session")
     @blp.alt_response(413, schema="Error", description=TOO_LARGE)
     @blp.alt_response(415, schema="Error", description=NOT_JSON)
     @blp.alt_response(422, schema="Error",

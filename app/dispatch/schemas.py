@@ -9,10 +9,11 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
 
-from .. import json_schemas, schema_cost
+from .. import json_schemas, schema_cost, totp
 from ..api import ErrorSchema
-from ..egress.policy import Policy, UnsafeUrl, host_pattern, normalise
-from ..scripts.format import RECORDED, TARGETED
+from ..egress import upstream
+from ..egress.policy import Policy, Unresolvable, UnsafeUrl, host_pattern, normalise
+from ..scripts.format import ELEMENTS, RECORDED
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
 STATUSES = ("pending", "success", "error", "input-required")
@@ -89,7 +90,8 @@ class ResponseFormatSchema(LenientSchema):
         "A valid JSON Schema (400 if not). References resolve only inside it (a remote `$ref` is refused, "
         "nothing is fetched); `pattern`, `patternProperties` and `format: regex` run on RE2 (400 for a "
         "pattern RE2 cannot run, such as one with a backreference or lookaround). Its cost is bounded (400 naming "
-        f"the bound): at most {schema_cost.MAX_EXPANDED_NODES:,} subschemas with every `$ref` and allOf/anyOf/oneOf "
+        f"the bound): at most {schema_cost.MAX_WRITTEN_SUBSCHEMAS:,} subschemas written in it (counted first), "
+        f"{schema_cost.MAX_EXPANDED_NODES:,} subschemas with every `$ref` and allOf/anyOf/oneOf "
         f"followed (enum, const and required values count too), {schema_cost.MAX_DEPTH} deep, patterns of "
         f"{schema_cost.MAX_PATTERN_CHARS:,} characters; a `$ref` cycle must go down into a property or an item, once "
         f"per member and level. The answer's check has a budget of {json_schemas.CHECK_SECONDS:g} s "
@@ -221,6 +223,45 @@ class McpServerSchema(LenientSchema):
                         "url must be an http:// or https:// URL of an MCP server (a host name or IPv4 address)")
 
 
+class ProxySchema(LenientSchema):
+    """The caller's own proxy (app/egress/upstream.py): the browser's traffic leaves through it, behind the egress
+    proxy, whose fences apply to every destination first."""
+    server = fields.String(required=True, validate=validate.Length(min=1, max=300), metadata={
+        "description": "http://host:port, https://host:port (TLS to the proxy) or socks5://host:port; the port "
+                       "given, no path, no credentials in it. Its address passes the outbound policy as any: a "
+                       "private address is refused (400) unless the instance allows it"})
+    username = fields.String(allow_none=True, validate=validate.Length(min=1, max=upstream.MAX_CREDENTIAL_CHARS),
+                             metadata={"description": "Basic (HTTP) or RFC 1929 (SOCKS5) user name; no ':'"})
+    password = fields.String(allow_none=True, validate=validate.Length(max=upstream.MAX_CREDENTIAL_CHARS),
+                             metadata={"description": "Kept encrypted; never in a trace, log, recording or poll"})
+
+    @validates("server")
+    def _is_proxy_address(self, value, **_):
+        try:
+            _, host, port = upstream.parse_server(value)
+        except upstream.InvalidProxy as exc:
+            raise ValidationError(str(exc).removeprefix("proxy.server ")) from None
+        if current_app.config["ALLOW_PRIVATE_URLS"]:
+            return
+        try:  # decided now where it can be; the egress proxy checks it again at each connection
+            Policy.from_config(current_app.config).check_host(host, port)
+        except Unresolvable:  # maybe not yet, or not from the web machine: the task says why if it stays so
+            return
+        except UnsafeUrl as exc:
+            raise ValidationError(f"{exc}.") from None
+
+    @validates_schema
+    def _sendable_credentials(self, data, **_):
+        for name in ("username", "password"):
+            if any(ord(c) < 0x20 or ord(c) == 0x7f for c in data.get(name) or ""):
+                raise ValidationError(f"{name} must not contain control characters.", name)
+        if ":" in (data.get("username") or ""):
+            raise ValidationError("username must not contain ':' (Basic credentials are user:password).",
+                                  "username")
+        if data.get("password") and not data.get("username"):
+            raise ValidationError("a password needs a username.", "username")
+
+
 STEP_ACTIONS = RECORDED + ("answer",)
 
 
@@ -234,11 +275,16 @@ class StepSchema(LenientSchema):
     page = fields.Dict(keys=fields.String(), allow_none=True, metadata={
         "description": "The page the step expects: url (scheme, host and path) and title"})
 
+    source = fields.Dict(keys=fields.String(), allow_none=True, metadata={
+        "description": "A drag's element (the one dragged), located as `target` is; its `target` is where it drops "
+                       "(or args x, y: by how many pixels)"})
+
     @validates_schema
     def _targeted_steps_have_a_locator(self, data, **_):
-        if data["action"] in TARGETED and not (data.get("target") or {}).get("tag") and not data["args"].get("target"):
-            raise ValidationError(f"a '{data['action']}' step needs a target locator (tag and a name, text or "
-                                  "attribute).", "target")
+        key = ELEMENTS.get(data["action"], ("target",))[0]  # the element every such step acts on
+        if data["action"] in ELEMENTS and not (data.get(key) or {}).get("tag") and not data["args"].get(key):
+            raise ValidationError(f"a '{data['action']}' step needs a {key} locator (tag and a name, text or "
+                                  "attribute).", key)
 
 
 class ScriptBodySchema(LenientSchema):
@@ -254,6 +300,17 @@ class ScriptBodySchema(LenientSchema):
         "description": "The inputVariables values of the recorded run, used where a replay gives none"})
     secrets = fields.List(fields.String(), allow_none=True)
     source = fields.String(allow_none=True)
+
+
+class ProfileOptionSchema(LenientSchema):
+    """`profile` on submit and on creating a kept session (app/profiles)."""
+
+    name = fields.String(required=True, validate=validate.Regexp(
+        r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", error="a profile name has 1 to 100 characters: letters, digits, '.', "
+                                                   "'_' and '-', starting with a letter or a digit."))
+    persist = StrictBoolean(load_default=False, metadata={
+        "description": "Save the browser's state into the profile at the end (one writer at a time: 409 naming "
+                       "the task or session writing it now)."})
 
 
 class SubmitSchema(LenientSchema):
@@ -286,7 +343,12 @@ class SubmitSchema(LenientSchema):
     mcpServers = fields.List(fields.Nested(McpServerSchema), allow_none=True, validate=validate.Length(max=10),
                              metadata={"description": "Each with its own label (400 if two labels give the same "
                                                       "tool-name prefix)."})
-    secretVariables = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
+    secretVariables = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True, metadata={
+        "description": "Values the model never sees: steps and the model write `${NAME}`, the value is typed when "
+                       "the step runs and redacted everywhere else. A value that is an `otpauth://totp/...` URI "
+                       "(RFC 6238: `secret` in base32, `digits` 6-8, `period`, `algorithm` SHA1, SHA256 or SHA512) "
+                       "is a one-time code generator: `${NAME}` types the code valid at that moment (400 naming "
+                       "the variable if the URI is malformed)."})
     inputVariables = fields.Dict(keys=fields.String(), allow_none=True)
     chatHistory = fields.List(fields.Nested(ChatMessageSchema), allow_none=True)
     additionalContext = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
@@ -303,6 +365,11 @@ class SubmitSchema(LenientSchema):
     cloudBrowserSessionId = fields.String(allow_none=True, validate=validate.Length(max=64), metadata={
         "description": "Run in this kept cloud browser session (POST /cloud-browser/"
                        "create-and-initialize-cloud-browser-session); its browserWindowId may be sent too."})
+    profile = fields.Nested(ProfileOptionSchema, allow_none=True, metadata={
+        "description": "Start the browser with this named profile of the key (cookies, localStorage and IndexedDB "
+                       "saved by an earlier task or session; a name the key has none of starts empty); with `persist` "
+                       "the browser's state at the end replaces it. `cloud_browser` web tasks only (400 otherwise): a kept "
+                       "session takes its profile when it is created (docs/profiles.md)."})
     allowedDomains = fields.List(fields.String(validate=validate.Length(min=1, max=300)), allow_none=True,
                                  validate=validate.Length(min=1, max=100), metadata={
         "description": "Fence the task's browser and page reads to these hosts: `example.com` (that host), "
@@ -310,6 +377,12 @@ class SubmitSchema(LenientSchema):
                        "`127.0.0.1:8123`. Every other host is refused, redirects and a page's own requests "
                        "included (400 for a pattern that is not one of these forms). It narrows the server's "
                        "outbound policy, never widens it."})
+    proxy = fields.Nested(ProxySchema, allow_none=True, metadata={
+        "description": "`cloud_browser` tasks (replays too): the browser's traffic leaves through this proxy, behind "
+                       "the service's egress proxy (allowedDomains and the outbound policy apply to each "
+                       "destination first). A 407 or an unreachable proxy ends the task `error` saying so. Not for "
+                       "`client` or `cloud` mode, nor in a kept session (give it when creating the session): 400 "
+                       "naming the field"})
 
     @pre_load
     def _accept_sdk_aliases(self, data, **_):
@@ -349,6 +422,12 @@ class SubmitSchema(LenientSchema):
     @validates("prompt")
     def _prompt_within_limit(self, value, **_):
         _within_prompt_limit(value, "prompt")
+
+    @validates("secretVariables")
+    def _one_time_codes_parse(self, value, **_):
+        problems = totp.problems(value)
+        if problems:
+            raise ValidationError({name: [f"{why}."] for name, why in problems.items()})
 
     @validates("timeZone")
     def _is_iana_zone(self, value, **_):
@@ -414,6 +493,24 @@ class SubmitSchema(LenientSchema):
         if replays and data.get("executionMode") == "cloud" and not data.get("cloudBrowserSessionId"):
             raise ValidationError("a replay needs a browser: use executionMode 'cloud_browser' or 'client'.",
                                   "executionMode")
+
+    @validates_schema
+    def _browser_options_need_a_browser_of_ours(self, data, **_):
+        """`profile` and `proxy` shape the browser the service starts for a task: a kept session takes them when it
+        is created, and other modes have no browser of ours."""
+        mode = data.get("executionMode", "client")
+        for field, what in (("profile", "its profile"), ("proxy", "its proxy")):
+            if data.get(field) is None:
+                continue
+            if data.get("cloudBrowserSessionId"):
+                raise ValidationError(f"a kept session's browser takes {what} when the session is created "
+                                      f"({field} on create-and-initialize-cloud-browser-session), not per task.", field)
+            if mode != "cloud_browser":
+                raise ValidationError(
+                    f"{field} needs a browser the service starts: executionMode 'cloud_browser' or a kept session ("
+                    + {"client": "'client' runs in the caller's own browser, with its own sign-ins and network "
+                                 "settings", "cloud": "'cloud' reads pages without a browser"}.get(mode, mode) + ").",
+                    field)
 
     @validates_schema
     def _client_needs_window(self, data, **_):
@@ -498,9 +595,21 @@ class TraceEntrySchema(ma.Schema):
     by = fields.String(metadata={"description": "Live view: the person whose input this entry records"})
 
 
+class StoredFileSchema(ma.Schema):
+    key = fields.String(required=True, metadata={"description": "Pass as attachments[].key when submitting; "
+                                                                "GET /fast/v2/files/{key} returns the bytes"})
+    filename = fields.String(required=True)
+    size = fields.Integer(required=True, metadata={"description": "Bytes"})
+    contentType = fields.String(required=True)
+
+
 class ResponseSchema(ma.Schema):
     output = fields.Nested(OutputSchema)
     actionTrace = fields.List(fields.Nested(TraceEntrySchema), allow_none=True)
+    files = fields.List(fields.Nested(StoredFileSchema), metadata={
+        "description": "Browser modes: the files the task's browser downloaded, now files of the key "
+                       "(GET /fast/v2/files/{key}; an `attachments` item of a later task). Absent when it "
+                       "downloaded none; one over a cap is left out, with an actionTrace entry that says so"})
     text = fields.String(metadata={"deprecated": True})
     structuredOutput = fields.Raw(allow_none=True, metadata={"deprecated": True})
 
@@ -551,8 +660,11 @@ class RecordingSchema(ma.Schema):
         "rrweb 2 events: play them with rrweb-player (as the console does) or rrweb's Replayer")})
     startedAt = fields.Integer(metadata={"description": "The first event's time (ms since the epoch)"})
     durationMs = fields.Integer()
+    truncated = fields.Boolean(metadata={"description": (
+        "true: the run's events reached RECORDING_MAX_BYTES and the recording ends there (a custom event tagged "
+        "\"truncated\" marks the moment)")})
     markers = fields.List(fields.Nested(RecordingMarkerSchema), metadata={
-        "description": "One per browser action, at the moment it started"})
+        "description": "One per browser action, at the moment it started (the worker's own: pages cannot add any)"})
     events = fields.List(fields.Dict(), metadata={"description": "The rrweb events, in time order"})
 
 
@@ -587,13 +699,15 @@ class Cursor(fields.Field):
             created_at = created_at.replace(tzinfo=timezone.utc)
         return f"{(created_at - _EPOCH) // _MICROSECOND}.{task_id}"
 
+    pattern = CURSOR_PATTERN  # a list of other rows (GET /files) names its own ids
+
     def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, str) or not re.fullmatch(CURSOR_PATTERN, value):
+        if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
             raise ValidationError("not a cursor returned by this API (use nextCursor).")
         if value == "":
             return None  # the first page, as with no cursor at all
-        micros, task_id = value.split(".", 1)
-        return _EPOCH + int(micros) * _MICROSECOND, task_id
+        micros, row_id = value.split(".", 1)
+        return _EPOCH + int(micros) * _MICROSECOND, row_id
 
 
 class ListQuerySchema(LenientSchema):

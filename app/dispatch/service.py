@@ -10,12 +10,14 @@ from flask import current_app
 from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from .. import agents, lifecycle
+from .. import agents, lifecycle, totp
 from ..broker import TASKS_QUEUE
 from ..crypto import seal, unseal
+from ..egress import upstream
 from ..errors import ApiError, invalid
 from ..extensions import db
 from ..files.service import referenced_keys, require_files
+from ..profiles import service as profiles
 from ..scripts import service as scripts
 from ..sessions import service as sessions
 from ..windows import service as windows
@@ -29,7 +31,7 @@ log = logging.getLogger(__name__)
 OPTION_FIELDS = (
     "clearChat", "generateGif", "responseFormat", "attachments", "timeZone", "mcpServers",
     "inputVariables", "chatHistory", "additionalContext", "reasoningMode",
-    "cloudBrowserSessionName", "allowedDomains",
+    "cloudBrowserSessionName", "allowedDomains", "profile",
 )
 
 
@@ -51,10 +53,16 @@ def submit(api_key_id, data, idempotency_key=None):
             return original, True
     replay, data = scripts.replay_for(api_key_id, data)
     mode = data["executionMode"]
+    agent = agent_for(data["prompt"])
+    if data.get("proxy") and agent != "web":
+        raise invalid(f"proxy: the {agent} agent's task starts no browser, so it would not use the proxy; "
+                      "a proxy applies to the web agent's cloud_browser tasks.")
     window_id = data.get("browserWindowId") if mode == "client" else None
     # A kept cloud session (by its id, or by its window) runs the web agent in its own browser.
     session = sessions.for_task(api_key_id, data.get("cloudBrowserSessionId"), window_id)
+    node = None
     if session is not None:
+        node = sessions.node_of(session)  # its task runs on the machine holding its browser (or its egress proxy)
         window_id = session.browser_window_id
         mode = "cloud_browser"  # what runs it, whatever mode the caller named (the SDK sends "client")
     elif mode == "client":
@@ -75,13 +83,15 @@ def submit(api_key_id, data, idempotency_key=None):
         callback = {"secret": data.get("callbackSecret"), "headers": data.get("callbackHeaders") or {}}
     # The id is ours before the commit: reading task.id after it would reload the expired row.
     task_id = new_id()
+    if data.get("profile"):
+        _use_profile(api_key_id, data["profile"], task_id, agent_for(data["prompt"]))
     # A Core INSERT, not session.add(Task(...)): the ORM's unit-of-work flush (dependency sort,
     # identity map) was a fifth of a submit's CPU (make bench-profile).
     db.session.execute(_INSERT_TASK, dict(
         id=task_id,
         api_key_id=api_key_id,
         status="pending",
-        agent=agent_for(data["prompt"]),
+        agent=agent,
         execution_mode=mode,
         browser_window_id=window_id,
         cloud_session_id=session.id if session is not None else None,
@@ -92,6 +102,7 @@ def submit(api_key_id, data, idempotency_key=None):
         callback_sealed=seal(callback),
         secrets_sealed=seal(data.get("secretVariables") or None),
         mcp_sealed=seal(mcp_credentials),
+        proxy_sealed=seal(upstream.settings(data["proxy"]) if data.get("proxy") else None),
         dispatched_at=datetime.now(timezone.utc),  # see dispatch(premarked=True)
     ))
     if idempotency_key:
@@ -105,8 +116,18 @@ def submit(api_key_id, data, idempotency_key=None):
         if not original:
             raise
         return original, True
-    dispatch(task_id, premarked=True)
+    dispatch(task_id, premarked=True, node=node)
     return task_id, False
+
+
+def _use_profile(api_key_id, profile, task_id, agent):
+    """A profile starts the web agent's browser; with persist the task becomes its one writer (409 while another
+    runs)."""
+    if agent != "web":
+        raise invalid("profile: this task's agent starts no browser (a profile is for the web agent: start the "
+                      "prompt with /Operator).")
+    if profile["persist"]:
+        profiles.claim(api_key_id, profile["name"], task_id)
 
 
 def split_mcp_credentials(servers):
@@ -148,7 +169,7 @@ def _idempotent_replay(api_key_id, key, body_hash):
     return used.task_id
 
 
-def dispatch(task_id, premarked=False):
+def dispatch(task_id, premarked=False, node=None):
     """Publish "look at task X"; on failure the task stays undispatched and beat re-publishes it.
 
     premarked: the row already says dispatched (submit writes dispatched_at with the INSERT, which
@@ -157,10 +178,11 @@ def dispatch(task_id, premarked=False):
     marked; beat then publishes it after REDISPATCH_AFTER_SECONDS, and the caller, who got no 202,
     learns nothing was confirmed.)
     """
+    broker, retry = current_app.extensions["broker"], {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
     try:
-        current_app.extensions["broker"].send(
-            "workers.run_task", [task_id], TASKS_QUEUE,
-            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2})
+        # `node`: the worker keeping the task's browser (a pause's); any worker when it is not running.
+        if node is None or broker.send_to_node("workers.run_task", [task_id], node, retry) is None:
+            broker.send("workers.run_task", [task_id], TASKS_QUEUE, retry_policy=retry)
     except Exception as exc:  # broker down: the row is the outbox
         log.warning("publish of task %s failed, beat will retry: %s", task_id, exc)
         if premarked:
@@ -200,7 +222,7 @@ def answer_input(api_key_id, task_id, data):
     db.session.commit()
     if not resumed:  # answered twice at once, or the input timeout ended it meanwhile
         raise ApiError(409, "Conflict", f"Request '{task_id}' is no longer waiting for input.")
-    dispatch(task_id)
+    dispatch(task_id, node=task.browser_node)  # to the worker that keeps its browser, if one does
     return task_id
 
 
@@ -261,7 +283,7 @@ def cancel(api_key_id, task_id):
     db.session.execute(update(Task).where(Task.id == task_id, Task.status.in_(("pending", "input-required")))
                        .values(cancel_requested=True))
     db.session.commit()
-    usage = task.usage or {"actions": 0, "credits": 0.0}
+    usage = task.usage or lifecycle.NO_USAGE
     response = lifecycle.failure_response("cancelled")
     response["actionTrace"] = (task.trace or []) + [_final_trace_entry("error: cancelled", usage)]
     ended = lifecycle.finish(task_id, "error", response, usage, trace=response["actionTrace"],
@@ -302,6 +324,8 @@ def resubmit(api_key_id, task_id):
                     callbackHeaders=callback.get("headers") or None)
     if task.secrets_sealed:
         data["secretVariables"] = unseal(task.secrets_sealed)
+    if task.proxy_sealed:  # kept with the task (encrypted): it runs again through the same proxy
+        data["proxy"] = unseal(task.proxy_sealed)
     if task.previous_request_id:
         data["previousRequestId"] = task.previous_request_id
     return submit(api_key_id, data)[0]
@@ -317,8 +341,12 @@ def replay(api_key_id, task_id, variables=None, secrets=None):
     data = {"prompt": None, "executionMode": task.execution_mode, "browserWindowId": task.browser_window_id,
             "cloudBrowserSessionId": task.cloud_session_id, "replayOf": task.id,
             **{k: v for k, v in (task.options or {}).items() if k in ("inputVariables", "timeZone", "generateGif")}}
+    if task.proxy_sealed:
+        data["proxy"] = unseal(task.proxy_sealed)
     if variables:
         data["inputVariables"] = {**(data.get("inputVariables") or {}), **variables}
     if secrets:
+        for name, why in totp.problems(secrets).items():  # the console's form: no schema between it and here
+            raise invalid(f"secretVariables: {name}: {why}.")
         data["secretVariables"] = secrets
     return submit(api_key_id, data)[0]

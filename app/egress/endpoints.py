@@ -21,6 +21,13 @@ OWN_PORT_ONLY = ("LLM_BASE_URL",)
 DEFAULT_PORTS = {"postgresql": 5432, "postgres": 5432, "amqp": 5672, "amqps": 5671, "redis": 6379, "rediss": 6379,
                  "http": 80, "https": 443, "mysql": 3306}
 PUBLIC = "web process"
+# A model server is recognised by what it is, whatever process serves it and on whatever port: the bundled one
+# (config.local_model execs config.local_chat, llama-cpp-python's server), another OpenAI-compatible server
+# module or program, or any process given a model file to serve. Its port is then the service's, never a browser's.
+MODEL_SERVER_MODULES = ("config.local_model", "config.local_chat", "llama_cpp.server", "vllm.entrypoints",
+                        "sglang.launch_server")
+MODEL_SERVER_PROGRAMS = ("llama-server", "llama-cpp-server", "llamafile", "ollama", "vllm", "text-generation-launcher")
+MODEL_FILES = (".gguf", ".ggml", ".llamafile")
 _verdicts = {}  # listening socket inode -> what part of the service owns it, or None (not the service's)
 LISTEN = "0A"  # st of a listening socket in /proc/net/tcp
 # Netlink's sock_diag (linux/sock_diag.h, inet_diag.h, netlink.h).
@@ -47,21 +54,30 @@ def dependencies(config):
 
 
 def service_command(argv):
-    """What part of the service a command line is, or None: the web process, a worker, beat, flower, a CDP
-    relay, an egress proxy, the local model (Procfile's processes and what they start)."""
+    """What part of the service a command line is, or None: the web process, a worker, beat, flower, an
+    egress proxy, the local model (Procfile's processes and what they start)."""
     if any("app:create_app" in arg for arg in argv) or any(
             flag == "-c" and value.endswith("config/gunicorn.py") for flag, value in zip(argv, argv[1:])):
         return "web process"
     for flag, value in zip(argv, argv[1:]):
         if flag in ("-A", "--app") and value == "workers" or flag == "--app=workers":
             return "Celery process"
-        if flag == "-m" and value in ("app.sessions.cdp_proxy", "config.local_model"):
-            return "CDP relay" if value == "app.sessions.cdp_proxy" else "local model server"
+    if _model_server(argv):
+        return "local model server"
     if "app.egress.plugin.EgressPlugin" in argv:
         return "browser egress proxy"
     if any(os.path.basename(arg) == "remote-dispatch" for arg in argv[:2]):
         return "remote-dispatch command"
     return None
+
+
+def _model_server(argv):
+    """True if the command line serves a language model (see MODEL_SERVER_MODULES)."""
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "-m" and value.startswith(MODEL_SERVER_MODULES):
+            return True
+    return any(os.path.basename(arg) in MODEL_SERVER_PROGRAMS for arg in argv[:2]) or any(
+        arg.lower().endswith(MODEL_FILES) for arg in argv)
 
 
 def is_local(address):

@@ -41,6 +41,10 @@ class OutsideFence(EgressRefused):
     """The host is not one EGRESS_ONLY_HOSTS or the task's allowedDomains name."""
 
 
+class Unresolvable(EgressRefused):
+    """The host name has no address (now, from here)."""
+
+
 @dataclass(frozen=True)
 class Target:
     url: str  # normalised URL
@@ -288,10 +292,10 @@ def _resolve(host, port):
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError) as exc:
         reason = getattr(exc, "strerror", None) or exc
-        raise EgressRefused(f"cannot resolve host {host!r}: {reason}") from None
+        raise Unresolvable(f"cannot resolve host {host!r}: {reason}") from None
     addresses = list(dict.fromkeys(str(ipaddress.ip_address(info[4][0].split("%")[0])) for info in infos))
     if not addresses:
-        raise EgressRefused(f"cannot resolve host {host!r}")
+        raise Unresolvable(f"cannot resolve host {host!r}")
     return addresses
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ..sandbox.box import SETPRIV
+from . import upstream
 from .policy import Policy
 from ..sandbox.processes import alive, processes
 
@@ -66,6 +67,8 @@ class EgressProxy:
         self.port_file = self.directory / "port"
         self.refusal_log = self.directory / "refusals.jsonl"
         self.fence_file = self.directory / "fence.json"  # the running task's allowedDomains (see fence)
+        self.upstream_file = self.directory / "upstream"  # the caller's proxy, encrypted (see chain)
+        self.key = upstream.key_for(config, self.directory)
         self.proc = None
         self.port = None
         self._seen = 0
@@ -79,6 +82,7 @@ class EgressProxy:
             self.port = probe.getsockname()[1]
         env = {**os.environ, "RD_EGRESS_POLICY": json.dumps(self.settings, default=str),
                "RD_EGRESS_LOG": str(self.refusal_log), "RD_EGRESS_FENCE": str(self.fence_file),
+               "RD_EGRESS_UPSTREAM": str(self.upstream_file), "RD_EGRESS_KEY": self.key or "",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         argv = [sys.executable, "-m", "proxy", "--hostname", self.host, "--port", str(self.port),
                 "--port-file", str(self.port_file), "--num-acceptors", "1", "--plugins", PLUGIN,
@@ -113,7 +117,8 @@ class EgressProxy:
                 "--proxy-bypass-list=<-loopback>"] + HARDENING_ARGUMENTS
 
     def refusals(self):
-        """Every refusal so far: [{"method", "host", "port", "reason", "kind": "policy"|"unresolved", "time"}]."""
+        """Every refusal so far: [{"method", "host", "port", "reason", "kind", "time"}], kind "policy", "unresolved"
+        (a name that does not resolve) or "upstream" (the caller's proxy failed: the reason says how)."""
         try:
             lines = self.refusal_log.read_text().splitlines()
         except FileNotFoundError:
@@ -121,11 +126,11 @@ class EgressProxy:
         return [json.loads(line) for line in lines if line.strip()]
 
     def new_refusals(self):
-        """The policy refusals since the last call (for the trace entry of the action that caused them); names
-        that did not resolve are left out (see app/egress/plugin._unresolvable)."""
+        """The policy refusals and the caller's proxy's failures since the last call (for the trace entry of the
+        action that caused them); names that did not resolve are left out (see app/egress/plugin._unresolvable)."""
         found = self.refusals()
         fresh, self._seen = found[self._seen:], len(found)
-        return [r for r in fresh if r.get("kind", "policy") == "policy"]
+        return [r for r in fresh if r.get("kind", "policy") in ("policy", "upstream")]
 
     def fence(self, patterns):
         """Narrow the proxy to a task's allowedDomains (host patterns) from its next connection on; None or []
@@ -138,12 +143,26 @@ class EgressProxy:
         part.write_text(json.dumps(list(patterns)))
         part.replace(self.fence_file)  # the proxy never reads half a file
 
+    def chain(self, proxy):
+        """Send every connection, after its checks, through the caller's proxy ({"server", "username",
+        "password"}, app/egress/upstream.py) from the next one on; None: directly again. The settings are written
+        encrypted with this proxy's own key (upstream.key_for): nothing of the credentials is on disk in plain text."""
+        if not proxy:
+            self.upstream_file.unlink(missing_ok=True)
+            return
+        if not self.key:
+            raise ProxyFailed("a caller's proxy needs ENCRYPTION_KEY (its credentials are kept encrypted)")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        part = self.directory / f"upstream.{secrets.token_hex(4)}.part"
+        part.write_bytes(upstream.seal_file(self.key, proxy))
+        part.replace(self.upstream_file)  # the proxy never reads half a file
+
     def stop(self):
         """End the proxy's process group (main process and its acceptor) and remove its directory. Idempotent."""
         proc, self.proc = self.proc, None
         if proc is not None:
             _end_group(proc.pid, lambda: proc.poll() is not None, proc.wait)
-        for name in ("port", "proxy.log", "stdout.log", "refusals.jsonl", "fence.json"):
+        for name in ("port", "proxy.log", "stdout.log", "refusals.jsonl", "fence.json", "upstream"):
             (self.directory / name).unlink(missing_ok=True)
         try:
             self.directory.rmdir()

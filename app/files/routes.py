@@ -1,16 +1,19 @@
 """Routes of /fast/v2/files and the SDK's presigned upload."""
-from flask import g, request
+import io
+
+from flask import g, request, send_file
 from flask.views import MethodView
 from werkzeug.datastructures import CombinedMultiDict
 
 from ..auth import require_api_key
-from ..dispatch.routes import NOT_JSON, TOO_LARGE
+from ..dispatch.routes import NOT_JSON, RATE_LIMITED, TOO_LARGE
 from ..links import public_url
 from ..parsing import Blueprint, StrictParser
 from ..ratelimits import requests_limit
 from . import service
 from .schemas import (
-    PresignedPostSchema, PresignedUploadSchema, PresignRequestSchema, StoredFileSchema, UploadSchema,
+    FileListQuerySchema, FileListSchema, PresignedPostSchema, PresignedUploadSchema, PresignRequestSchema,
+    StoredFileSchema, UploadSchema,
 )
 
 
@@ -27,10 +30,14 @@ class FilesBlueprint(Blueprint):
 
 
 blp = FilesBlueprint("files", __name__, url_prefix="/fast/v2",
-                     description="Upload files to attach to tasks.")
+                     description="Upload files to attach to tasks; fetch the files your tasks' browsers "
+                                 "downloaded.")
 
 UNAUTHENTICATED = ("files.PresignedUpload",)
 UPLOADS = ("files.Files", "files.PresignedUpload")
+# A downloaded file is served as a download, never rendered by a browser on the API's origin.
+SERVED_FILE_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox",
+                       "Cache-Control": "private, no-store"}
 
 
 @blp.before_request
@@ -58,6 +65,44 @@ class Files(MethodView):
         kept FILE_TTL_SECONDS, readable only by tasks of the same API key.
         """
         return service.store(g.api_key.id, files["file"])
+
+    @requests_limit
+    @blp.arguments(FileListQuerySchema, location="query", error_status_code=400)
+    @blp.response(200, FileListSchema)
+    @blp.alt_response(400, schema="Error", description="Invalid limit or cursor")
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    def get(self, query):
+        """List your files
+
+        Uploads and the files your tasks' and kept sessions' browsers downloaded, newest first, until they
+        expire (FILE_TTL_SECONDS).
+        """
+        return service.list_files(g.api_key.id, query["limit"], query.get("cursor"))
+
+
+@blp.route("/files/<string:key>")
+class File(MethodView):
+    @requests_limit
+    @blp.response(200, {"type": "string", "format": "binary"}, content_type="*/*",
+                  description="The file's bytes, with its Content-Type and an attachment Content-Disposition")
+    @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(404, schema="Error", description="Unknown file, expired, or another key's")
+    @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
+    def get(self, key):
+        """Get a file
+
+        An upload, or a file a browser downloaded (a task's `response.files`); only with the key that owns it.
+        """
+        return served(service.owned_file(g.api_key.id, key))
+
+
+def served(stored):
+    """A stored file's bytes as a download: never rendered by a browser on our origin."""
+    response = send_file(io.BytesIO(stored.data or b""), mimetype=stored.content_type, as_attachment=True,
+                         download_name=stored.filename, etag=False, max_age=None)
+    response.headers.update(SERVED_FILE_HEADERS)
+    return response
 
 
 @blp.route("/remote-dispatch/generate-file-upload-presigned-post")

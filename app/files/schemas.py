@@ -4,7 +4,7 @@ from flask_smorest.fields import Upload
 from marshmallow import ValidationError, fields, validate
 from werkzeug.datastructures import FileStorage
 
-from ..dispatch.schemas import LenientSchema
+from ..dispatch.schemas import Cursor, LenientSchema, StoredFileSchema  # noqa: F401 (the files' own schema)
 
 
 class FilePart(Upload):
@@ -27,11 +27,36 @@ class PresignedUploadSchema(UploadSchema):
                            metadata={"description": "fields.policy of the presigned post"})
 
 
-class StoredFileSchema(ma.Schema):
-    key = fields.String(required=True, metadata={"description": "Pass as attachments[].key when submitting"})
-    filename = fields.String(required=True)
-    size = fields.Integer(required=True, metadata={"description": "Bytes"})
-    contentType = fields.String(required=True)
+class ListedFileSchema(StoredFileSchema):
+    requestId = fields.String(allow_none=True, metadata={
+        "description": "A download: the task whose browser downloaded it (null: an upload, or a kept session's "
+                       "own download)"})
+    sessionId = fields.String(allow_none=True, metadata={
+        "description": "A download in a kept cloud session: the session"})
+    createdAt = fields.String(required=True)
+
+
+FILE_CURSOR_PATTERN = r"^([0-9]{1,16}\.file_[A-Za-z0-9_-]{1,195})?$"
+
+
+class FileCursor(Cursor):
+    """`<createdAt in microseconds since 1970>.<key>` of the last file of the previous page; "" is the first."""
+
+    pattern = FILE_CURSOR_PATTERN
+
+
+class FileListQuerySchema(LenientSchema):
+    limit = fields.Integer(load_default=20, validate=validate.Range(min=1, max=100))
+    cursor = FileCursor(metadata={"type": "string", "pattern": FILE_CURSOR_PATTERN,
+                                  "description": "nextCursor of the previous page (empty: the first page)"})
+
+
+class FileListSchema(ma.Schema):
+    files = fields.List(fields.Nested(ListedFileSchema), required=True,
+                        metadata={"description": "The key's files (uploads and downloads), newest first"})
+    nextCursor = FileCursor(allow_none=True, metadata={
+        "type": "string", "pattern": FILE_CURSOR_PATTERN,
+        "description": "Pass as cursor for the next page; null on the last page"})
 
 
 class PresignRequestSchema(LenientSchema):

@@ -1,13 +1,17 @@
-"""Storing uploads (in the database, scoped to the API key), signed upload policies, expiry."""
+"""Files of an API key (in the database): uploads, signed upload policies, what its browsers download, expiry."""
 import mimetypes
+import os
 import secrets
+import stat
 import time
 
 from flask import current_app
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import load_only
 
+from ..dispatch.queries import isoformat, older_than
 from ..errors import ApiError, invalid
 from ..extensions import db
 from ..models import ApiKey, StoredFile, now_plus
@@ -46,10 +50,8 @@ def store(api_key_id, storage, key=None, filename=None, max_bytes=None):
         raise too_large()
     filename = _clean_name(filename or storage.filename or "upload")
     declared = storage.mimetype if storage.mimetype and storage.mimetype.isprintable() else None
-    content_type = (declared if declared != "application/octet-stream" else None) \
-        or mimetypes.guess_type(filename)[0] or "application/octet-stream"
     stored = StoredFile(key=key or new_file_key(), api_key_id=api_key_id, filename=filename,
-                        content_type=content_type, size=len(data), data=data)
+                        content_type=_content_type(filename, declared), size=len(data), data=data)
     db.session.add(stored)
     try:
         db.session.commit()
@@ -60,9 +62,106 @@ def store(api_key_id, storage, key=None, filename=None, max_bytes=None):
     return view(stored)
 
 
+def _content_type(filename, declared=None):
+    return (declared if declared != "application/octet-stream" else None) \
+        or mimetypes.guess_type(filename)[0] or "application/octet-stream"
+
+
 def view(stored):
     return {"key": stored.key, "filename": stored.filename, "size": stored.size,
             "contentType": stored.content_type}
+
+
+def listed(stored):
+    """A file as GET /files lists it: where a download came from, and when it was stored."""
+    return {**view(stored), "requestId": stored.task_id, "sessionId": stored.session_id,
+            "createdAt": isoformat(stored.created_at)}
+
+
+def owned_file(api_key_id, key):
+    """The key's file, or 404 (unknown and another key's files look the same)."""
+    stored = db.session.get(StoredFile, key) if isinstance(key, str) and len(key) <= 200 else None
+    if stored is None or stored.api_key_id != api_key_id:
+        raise ApiError(404, "File Not Found", f"No file '{key}' for this API key (files expire after "
+                                              "FILE_TTL_SECONDS).")
+    return stored
+
+
+def list_files(api_key_id, limit=20, cursor=None):
+    """The key's files (uploads and downloads), newest first, `limit` at a time; `cursor` continues a page."""
+    query = select(StoredFile).where(StoredFile.api_key_id == api_key_id)
+    if cursor:
+        query = query.where(older_than(*cursor, model=StoredFile, id_column="key"))
+    # The bytes stay in the database: a page loads the names and sizes only.
+    query = query.options(load_only(StoredFile.key, StoredFile.filename, StoredFile.size, StoredFile.content_type,
+                                    StoredFile.task_id, StoredFile.session_id, StoredFile.created_at))
+    rows = db.session.execute(query.order_by(StoredFile.created_at.desc(), StoredFile.key.desc())
+                              .limit(limit + 1)).scalars().all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"files": [listed(row) for row in rows],
+            "nextCursor": (rows[-1].created_at, rows[-1].key) if more else None}
+
+
+# Downloads: what a browser saved, moved out of its reach (app/sandbox/box.collect_downloads), becomes a file of
+# the key, within the caps.
+
+def download_caps():
+    """(the largest one downloaded file may be and the setting that says so, all of one task's files)."""
+    config = current_app.config
+    per_file = min((config["DOWNLOAD_MAX_FILE_BYTES"], "DOWNLOAD_MAX_FILE_BYTES"),
+                   (config["MAX_UPLOAD_BYTES"], "MAX_UPLOAD_BYTES"))
+    return per_file, config["DOWNLOAD_MAX_TASK_BYTES"]
+
+
+def keep_downloads(api_key_id, folder, names, task_id=None, session_id=None):
+    """Store the downloaded files `names` of `folder` as files of the key; returns, per name, {"name", "file"}
+    (its view) or {"name", "leftOut"} (why not: over a cap, or not a regular file)."""
+    (file_cap, file_setting), task_cap = download_caps()
+    used = task_bytes(task_id) if task_id else 0
+    kept = []
+    for name in names:
+        path = os.path.join(folder, name)
+        try:  # no link is followed: only a regular file the browser wrote is read
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as source:
+            info = os.fstat(source.fileno())
+            size = info.st_size
+            if not stat.S_ISREG(info.st_mode):
+                kept.append({"name": name, "leftOut": "not a regular file"})
+            elif size > file_cap:
+                kept.append({"name": name, "leftOut": f"{size} bytes, over the limit of {file_cap} bytes for one "
+                                                      f"downloaded file ({file_setting})"})
+            elif task_id and used + size > task_cap:
+                kept.append({"name": name, "leftOut": f"{size} bytes, which would take this task's downloads "
+                                                      f"past {task_cap} bytes (DOWNLOAD_MAX_TASK_BYTES)"})
+            else:
+                data = source.read(file_cap + 1)[:file_cap]
+                filename = _clean_name(name)
+                stored = StoredFile(key=new_file_key(), api_key_id=api_key_id, filename=filename,
+                                    content_type=_content_type(filename), size=len(data), data=data,
+                                    task_id=task_id, session_id=session_id)
+                db.session.add(stored)
+                used += len(data)
+                kept.append({"name": name, "file": view(stored)})
+    db.session.commit()
+    return kept
+
+
+def task_bytes(task_id):
+    return db.session.execute(select(func.coalesce(func.sum(StoredFile.size), 0))
+                              .where(StoredFile.task_id == task_id)).scalar_one()
+
+
+def task_files(task_id):
+    """The files a task's browser downloaded, in the order they were stored."""
+    rows = db.session.execute(
+        select(StoredFile).options(load_only(StoredFile.key, StoredFile.filename, StoredFile.size,
+                                             StoredFile.content_type, StoredFile.created_at))
+        .where(StoredFile.task_id == task_id).order_by(StoredFile.created_at, StoredFile.key)).scalars()
+    return [view(row) for row in rows]
 
 
 def _clean_name(name):
@@ -129,14 +228,14 @@ def referenced_keys(data):
 
 
 def require_files(api_key_id, keys):
-    """400 naming the first key that is not a file uploaded with this API key."""
+    """400 naming the first key that is not a file of this API key (an upload, or a download of its browsers)."""
     if not keys:
         return
     found = set(db.session.execute(select(StoredFile.key).where(
         StoredFile.key.in_(keys), StoredFile.api_key_id == api_key_id)).scalars())
     for key in keys:
         if key not in found:
-            raise invalid(f"attachment key '{key}' is not a file uploaded with this API key "
+            raise invalid(f"attachment key '{key}' is not a file of this API key "
                           "(upload it with POST /fast/v2/files; files expire after FILE_TTL_SECONDS).")
 
 

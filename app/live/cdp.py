@@ -1,5 +1,6 @@
 """The live view's own CDP connection to one browser: attach to a page, screencast it, dispatch input into it."""
 import json
+import socket
 import threading
 from urllib.parse import urlsplit
 
@@ -23,12 +24,20 @@ def _unix_socket(path):
         raise CdpUnavailable(f"the browser's DevTools socket does not answer ({exc.strerror or exc})") from None
 
 
-def _browser_path(path):
-    """The browser-level WebSocket path, read from /json/version over the Unix socket (Chromium accepts Host:
-    localhost only)."""
-    sock = _unix_socket(path)
+def _stream_socket(url):
     try:
-        sock.sendall(b"GET /json/version HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        return socket.create_connection((url.hostname, url.port), CONNECT_TIMEOUT)
+    except OSError as exc:
+        raise CdpUnavailable(f"the browser's machine does not answer ({exc.strerror or exc})") from None
+
+
+def _browser_path(connect, headers):
+    """The browser-level WebSocket path, read from /json/version (Chromium accepts Host: localhost only).
+    `connect()`: a socket to its DevTools; `headers`: lines the request carries (a stream endpoint's token)."""
+    sock = connect()
+    try:
+        sock.sendall("GET /json/version HTTP/1.1\r\nHost: localhost\r\n{}\r\n".format(
+            "".join(line + "\r\n" for line in headers)).encode())
         data = b""
         while b"\r\n\r\n" not in data and len(data) < HEAD_LIMIT:
             chunk = sock.recv(4096)
@@ -45,6 +54,8 @@ def _browser_path(path):
             if not chunk:
                 break
             body += chunk
+        if head.split(b" ", 2)[1:2] != [b"200"]:
+            raise CdpUnavailable("the browser's DevTools endpoint refused: " + body.decode("utf-8", "replace")[:200])
         return urlsplit(json.loads(body)["webSocketDebuggerUrl"]).path
     except (OSError, ValueError, KeyError) as exc:
         raise CdpUnavailable(f"the browser's DevTools endpoint did not answer ({exc})") from None
@@ -54,10 +65,12 @@ def _browser_path(path):
 
 class Cdp:
     """A browser-level CDP connection (flattened sessions). `endpoint`: "unix:<path>" (a BrowserBox's DevTools
-    socket, app/live/state.py) or a ws:// URL (a Grid node's se:cdp). Events go to `on_event(method, params,
-    session)` on the reader thread; `call` waits for its reply, `send` does not."""
+    socket on this machine), a ws:// URL (a Grid node's se:cdp), or with `token` the http:// URL of the stream
+    endpoint of the machine holding the browser (workers/browser/host_endpoint.py), which the token names it to.
+    Events go to `on_event(method, params, session)` on the reader thread; `call` waits for its reply, `send` does
+    not."""
 
-    def __init__(self, endpoint, on_event):
+    def __init__(self, endpoint, on_event, token=None):
         self.on_event = on_event
         self._lock = threading.Lock()
         self._next = 0
@@ -65,10 +78,10 @@ class Cdp:
         self.closed = threading.Event()
         try:
             if endpoint.startswith("unix:"):
-                path = endpoint[len("unix:"):]
-                self.ws = websocket.create_connection("ws://localhost" + _browser_path(path),
-                                                      socket=_unix_socket(path), timeout=CONNECT_TIMEOUT,
-                                                      suppress_origin=True)
+                self.ws = self._through(lambda: _unix_socket(endpoint[len("unix:"):]), [])
+            elif token:
+                url = urlsplit(endpoint)
+                self.ws = self._through(lambda: _stream_socket(url), [f"Authorization: Bearer {token}"])
             else:
                 self.ws = websocket.create_connection(endpoint, timeout=CONNECT_TIMEOUT, suppress_origin=True)
         except (OSError, websocket.WebSocketException) as exc:
@@ -76,6 +89,12 @@ class Cdp:
         self.ws.settimeout(None)
         self._reader = threading.Thread(target=self._read, name="live-cdp", daemon=True)
         self._reader.start()
+
+    @staticmethod
+    def _through(connect, headers):
+        """The browser's WebSocket over sockets from `connect()` (its discovery document, then the socket itself)."""
+        return websocket.create_connection("ws://localhost" + _browser_path(connect, headers), socket=connect(),
+                                           header=headers, timeout=CONNECT_TIMEOUT, suppress_origin=True)
 
     def send(self, method, params=None, session=None, waiter=None):
         """Send one command (`waiter`: (event, dict) that its reply fills)."""

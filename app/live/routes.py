@@ -1,8 +1,6 @@
 """Routes of the live view: the two `/live` endpoints (API key), and the viewer page and its WebSocket (the
 signed token in the URL is their whole permission)."""
-import threading
-
-from flask import Blueprint as FlaskBlueprint, Response, current_app, g, render_template, request
+from flask import Blueprint as FlaskBlueprint, current_app, g, render_template, request
 from flask.views import MethodView
 from simple_websocket import ConnectionClosed, Server
 
@@ -10,8 +8,10 @@ from ..auth import require_api_key
 from ..errors import ApiError
 from ..parsing import Blueprint
 from ..ratelimits import polls_limit
+from ..raw_connections import Handled
 from . import service
 from .schemas import LiveQuerySchema, LiveUrlSchema
+from .slots import Slots
 from .viewer import MAX_MESSAGE_BYTES, Viewer
 
 blp = Blueprint("live-view", __name__, url_prefix="/fast/v2",
@@ -31,8 +31,8 @@ class TaskLive(MethodView):
         """Live view of a running browser task
 
         `liveUrl` is a page of ours showing the task's browser as it changes; with `mode=control` a person can
-        also take control (the agent pauses between steps), click, type and scroll, then hand back. Its signed
-        token is the whole permission, until `expiresAt`.
+        also take control (the agent pauses at once, inside a long step too), click, type and scroll, then hand
+        back. Its signed token is the whole permission, until `expiresAt`.
         """
         return service.task_live_url(g.api_key.id, request_id, args["mode"], by=g.api_key.name)
 
@@ -49,7 +49,7 @@ class SessionLive(MethodView):
         """Live view of a kept cloud browser session
 
         As for a task: the session's browser live, and with `mode=control` a person's input; while a task runs
-        in the session, taking control pauses that task between steps.
+        in the session, taking control pauses that task at once.
         """
         return service.session_live_url(g.api_key.id, session_id, args["mode"], by=g.api_key.name)
 
@@ -74,19 +74,16 @@ def viewer(token):
 
 @pages.route("/<token>/socket", websocket=True)
 def socket(token):
-    """The viewer's WebSocket: refused before the handshake when the token is forged or expired, or when this
-    process already serves LIVE_MAX_VIEWERS viewers."""
+    """The viewer's WebSocket: refused before the handshake when the token is forged or expired, or when its key,
+    its task (or session) or this process has no viewer slot left for it (app/live/slots.py)."""
     found = service.claims(token)
-    slots = _slots()
-    if not slots.acquire(blocking=False):
-        raise ApiError(503, "Service Unavailable", "Too many live viewers on this server; try again shortly.")
-    try:
+    with _slots().held(found):
         try:
             ws = Server(request.environ, max_message_size=MAX_MESSAGE_BYTES, ping_interval=25)
         except Exception:  # not a WebSocket handshake
             raise ApiError(400, "Bad Request", "This URL takes a WebSocket connection.") from None
         try:
-            Viewer(ws, found).run()
+            Viewer(ws, found, current_app.config).run()
         except ConnectionClosed:
             pass
         finally:
@@ -94,29 +91,15 @@ def socket(token):
                 ws.close()
             except Exception:
                 pass
-    finally:
-        slots.release()
-    return _Handled(ws.mode)
+    return Handled(ws.mode)
 
 
 def _slots():
-    """LIVE_MAX_VIEWERS per web process: each open viewer holds one of gunicorn's threads."""
+    """This web process's viewer slots: each open viewer holds one of gunicorn's threads."""
     extensions = current_app.extensions
     if "live_viewer_slots" not in extensions:
-        extensions["live_viewer_slots"] = threading.BoundedSemaphore(int(current_app.config["LIVE_MAX_VIEWERS"]))
+        config = current_app.config
+        extensions["live_viewer_slots"] = Slots(int(config["LIVE_MAX_VIEWERS"]), int(config["LIVE_VIEWERS_PER_KEY"]),
+                                                int(config["LIVE_VIEWERS_PER_TASK"]),
+                                                int(config["LIVE_CONTROLLERS_PER_TASK"]))
     return extensions["live_viewer_slots"]
-
-
-class _Handled(Response):
-    """The response of a connection the WebSocket already used: nothing more is written to it."""
-
-    def __init__(self, mode):
-        super().__init__()
-        self.mode = mode
-
-    def __call__(self, environ, start_response):
-        if self.mode == "gunicorn":
-            raise StopIteration()
-        if self.mode == "werkzeug":
-            return super().__call__(environ, start_response)
-        return []

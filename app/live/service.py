@@ -7,16 +7,20 @@ from flask import current_app
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select, update
 
+from .. import browser_hosts
 from ..dispatch.queries import get_task, is_task_id, isoformat
 from ..errors import ApiError
 from ..extensions import db
 from ..models import ApiKey, CloudSession, Task
 from ..sessions import service as sessions
 from . import state
+from .cdp import CdpUnavailable
 
 RUNNING = ("pending", "input-required")
 VIEWER_PATH = "/live"  # the viewer page (app/live/routes.py); workers mint URLs too, outside any request
 MAX_EVENTS = 200  # a takeover's recorded inputs (the trace entry lists them)
+REVOKED = "The API key this live view belongs to was revoked."
+EXPIRED = "This live view link has expired: ask for a new one."
 NOT_FOUND = "This live view link is not valid, or it has expired: ask for a new one."
 
 
@@ -68,35 +72,55 @@ def claims(token):
 
 
 def watched(found):
-    """What the viewer of `found` (claims) shows now: {alive, endpoint, targetId, url, step, task, paused,
-    waiting, takeover, why}. One small read of the row, one of the worker's live file."""
-    config = current_app.config
+    """What the viewer of `found` (claims) shows now: {alive, endpoint, host, target, targetId, url, step, task,
+    paused, waiting, takeover, why}. One small read of the row (the task's live state is in it, whichever machine
+    runs it), and of its task's for a session."""
     try:
+        if db.session.execute(select(ApiKey.id).where(ApiKey.id == found["k"], ApiKey.revoked_at.is_(None))
+                              ).first() is None:
+            return {"alive": False, "why": REVOKED, "code": 1008}
         if "t" in found:
             task_id = found["t"]
-            row = db.session.execute(select(Task.status, Task.api_key_id, Task.takeover)
+            row = db.session.execute(select(Task.status, Task.api_key_id, Task.takeover, Task.live)
                                      .where(Task.id == task_id)).first() if is_task_id(task_id) else None
             if row is None or row.api_key_id != found["k"] or row.status not in RUNNING:
                 return {"alive": False, "why": "The task has finished."}
-            live = state.read(config["VAR_DIR"], task_id)
-            return {**live, "alive": True, "task": task_id, "takeover": row.takeover, "status": row.status}
+            return {**(row.live or {}), "alive": True, "task": task_id, "target": browser_hosts.task_target(task_id),
+                    "takeover": row.takeover, "status": row.status}
         session = db.session.get(CloudSession, found.get("s", ""), populate_existing=True)
         if session is None or session.api_key_id != found["k"] or session.status != sessions.ACTIVE:
             return {"alive": False, "why": "The session has ended."}
-        view = {"alive": True, "endpoint": state.session_endpoint(config, session), "task": session.busy_task_id, "status": "idle"}
+        view = {"alive": True, "endpoint": state.session_endpoint(session), "host": session.host,
+                "target": browser_hosts.session_target(session.id), "task": session.busy_task_id, "status": "idle"}
         if session.busy_task_id:
-            task = db.session.execute(select(Task.status, Task.takeover).where(Task.id == session.busy_task_id)).first()
-            live = state.read(config["VAR_DIR"], session.busy_task_id)
-            view.update({key: live[key] for key in ("targetId", "url", "step", "paused", "waiting") if key in live})
+            task = db.session.execute(select(Task.status, Task.takeover, Task.live)
+                                      .where(Task.id == session.busy_task_id)).first()
             if task is not None:
+                live = task.live or {}
+                view.update({key: live[key] for key in ("targetId", "url", "step", "paused", "loading", "waiting")
+                             if key in live})
                 view.update(takeover=task.takeover, status=task.status)
         return view
     finally:
         db.session.rollback()  # a viewer polls this: no transaction stays open between polls
 
 
+def stream_of(view):
+    """(URL, token) of the stream endpoint of the machine holding the browser `view` watches (a Unix socket there):
+    the live view reaches it the same way from every web process, on that machine or another."""
+    try:
+        url = browser_hosts.url_of(view.get("host"))
+    finally:
+        db.session.rollback()
+    if not url:
+        raise CdpUnavailable(f"its machine ({view.get('host')}) has no stream endpoint registered: is its worker "
+                             "running?")
+    return url, browser_hosts.mint(current_app.config, view["host"], view["target"])
+
+
 def take(task_id, by):
-    """A person asks for control: the agent pauses at its next step boundary. False if the task is not running."""
+    """A person asks for control: the agent pauses at once, at its next safe point (inside a wait, a page load or a
+    model call: workers/agent/takeover.py). False if the task is not running."""
     row = _locked(task_id)
     if row is None:
         return False

@@ -1,21 +1,11 @@
-"""What a running browser task shows its live viewers: where its DevTools are, the tab, URL and step the agent is
-on, whether it is paused for a person. A small JSON file per task under VAR_DIR/live, written by the worker."""
-import json
-import os
-import tempfile
-import time
-from pathlib import Path
+"""What a running browser task shows its live viewers: where its DevTools are (the machine and its socket there), the
+tab, URL and step the agent is on, whether it is paused for a person. Written by the worker into the task's row
+(tasks.live), so a viewer on any web machine reads it with the row it reads anyway."""
+from sqlalchemy import select, update
 
+from ..extensions import db, unflushed_commit
+from ..models import Task
 from ..sandbox.box import devtools_socket_of
-from ..sessions.browsers import session_dir
-
-
-def live_dir(var_dir):
-    return Path(var_dir) / "live"
-
-
-def path_for(var_dir, task_id):
-    return live_dir(var_dir) / f"{os.path.basename(task_id)}.json"
 
 
 def box_endpoint(directory):
@@ -24,37 +14,22 @@ def box_endpoint(directory):
     return f"unix:{devtools_socket_of(directory)}"
 
 
-def session_endpoint(config, session):
-    """The CDP endpoint of a kept session's browser (app/sessions): a Grid's se:cdp URL, or its box's socket."""
-    if session.host == "grid":
-        return session.debugger_address
-    return box_endpoint(session_dir(config, session.id))
+def session_endpoint(session):
+    """The CDP endpoint of a kept session's browser (app/sessions): a Grid's se:cdp URL, or its box's socket on the
+    session's host."""
+    return session.debugger_address
 
 
-def publish(var_dir, task_id, **fields):
-    """Write the task's live state (atomically: a viewer never reads half a file). Fields merge with what is
-    there: endpoint, targetId, url, step, paused (a person has control), waiting (why the agent asked for one)."""
-    path = path_for(var_dir, task_id)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    state = {**read(var_dir, task_id), **fields, "updated": time.time()}
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".live-")
-    with os.fdopen(handle, "w") as out:
-        json.dump(state, out)
-    os.replace(temporary, path)
+def publish(task_id, live):
+    """Write the task's whole live state (None: it has none any more), on a connection of its own: the run's session
+    and whatever it holds are left as they are. A browser step publishes two to four states: their commits do not
+    wait for the disk (unflushed_commit: it is a viewer's picture, written anew at the next step)."""
+    with db.engine.begin() as conn:
+        unflushed_commit(conn)
+        conn.execute(update(Task).where(Task.id == task_id).values(live=live))
 
 
-def read(var_dir, task_id):
-    """The task's live state, {} when it has none (not started, finished, or another host's)."""
-    try:
-        with open(path_for(var_dir, task_id)) as source:
-            state = json.load(source)
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
-def remove(var_dir, task_id):
-    try:
-        path_for(var_dir, task_id).unlink()
-    except OSError:
-        pass
+def read(task_id):
+    """The task's live state as its row holds it now, {} when it has none (not started, or finished)."""
+    with db.engine.connect() as conn:
+        return conn.execute(select(Task.live).where(Task.id == task_id)).scalar_one_or_none() or {}

@@ -6,6 +6,7 @@ import time
 
 from marshmallow import ValidationError
 
+from ..sessions.cdp_policy import shortcut_refusal
 from . import service
 from .cdp import Cdp, CdpUnavailable
 from .schemas import VIEWER_MESSAGES
@@ -14,6 +15,7 @@ log = logging.getLogger(__name__)
 REFRESH_SECONDS = 0.25  # how often the viewer re-reads what it watches (task row, the worker's live file)
 MAX_MESSAGE_BYTES = 4096  # a bigger viewer message closes the connection (1009)
 MAX_REFUSALS = 50  # refused messages before the viewer is closed (1008)
+INPUT_COST_BYTES = 256  # a message counts once per this many bytes against LIVE_INPUT_PER_SECOND (a long text more)
 MOUSE = {"down": "mousePressed", "up": "mouseReleased", "move": "mouseMoved"}
 # Keys whose keyDown must carry text for the page to see a keypress (Enter submits a form).
 KEY_TEXT = {"Enter": "\r", "Tab": "\t"}
@@ -24,8 +26,11 @@ MAX_FPS = 25  # enough to follow a person's hand; more costs the browser's CPU (
 class Viewer:
     """Serves one WebSocket (simple_websocket.Server) for the claims of a live token, until either side ends."""
 
-    def __init__(self, ws, found):
+    def __init__(self, ws, found, config):
         self.ws, self.found = ws, found
+        self.rate = int(config["LIVE_INPUT_PER_SECOND"])
+        self.allowance, self.counted = 2.0 * self.rate, time.monotonic()  # a token bucket: twice the rate at most
+        self.told_rate = 0.0  # when the viewer was last told it went over the rate
         self.control = found["m"] == "control"
         self.by = found.get("n") or "a person"
         self._send_lock = threading.Lock()
@@ -57,10 +62,16 @@ class Viewer:
             self.ws.send(json.dumps(message))
 
     def _refresh(self):
-        self.view = view = service.watched(self.found)
+        """False once the socket must close: what it watches has ended, its token expired or its key was revoked
+        (each checked here, while the socket is open, not only when it opened)."""
+        if self.found.get("x", 0) < time.time():
+            view = {"alive": False, "why": service.EXPIRED, "code": 1008}
+        else:
+            view = service.watched(self.found)
+        self.view = view
         if not view["alive"]:
             self._send({"type": "ended", "message": view["why"]})
-            self.ws.close(reason=1000, message=view["why"])
+            self.ws.close(reason=view.get("code", 1000), message=view["why"])
             return False
         problem = self._follow(view)
         shown = {"type": "state", "mode": self.found["m"], "url": self.page_url or view.get("url"),
@@ -77,7 +88,8 @@ class Viewer:
         if not view.get("task"):
             return "idle"
         if (view.get("takeover") or {}).get("active"):
-            return "person" if view.get("paused") else "pausing"
+            # Paused (between steps, or inside one at a safe point), or loading a page: the agent sends no input.
+            return "person" if view.get("paused") or view.get("loading") else "pausing"
         return "waiting" if view.get("status") == "input-required" else "agent"
 
     def _follow(self, view):
@@ -90,7 +102,7 @@ class Viewer:
                 if self.cdp is not None:
                     self.cdp.close()
                 self.session = self.target = None
-                self.cdp, self.endpoint = Cdp(endpoint, self._event), endpoint
+                self.cdp, self.endpoint = self._connect(view), endpoint
                 self.cdp.send("Target.setDiscoverTargets", {"discover": True})  # URL changes of the watched tab
             target = view.get("targetId") or self.target or self._first_page()
             if target != self.target or self.session is None:
@@ -99,6 +111,13 @@ class Viewer:
             self.cdp = None
             return f"The browser cannot be reached from here: {exc}."
         return None
+
+    def _connect(self, view):
+        """A Grid's browser directly (its se:cdp URL); one of ours through its machine's stream endpoint."""
+        if not view["endpoint"].startswith("unix:"):
+            return Cdp(view["endpoint"], self._event)
+        url, token = service.stream_of(view)
+        return Cdp(url, self._event, token)
 
     def _first_page(self):
         pages = [t for t in self.cdp.call("Target.getTargets").get("targetInfos", [])
@@ -144,10 +163,26 @@ class Viewer:
     # --- in: validated viewer messages -------------------------------------------------------------------
     def _handle(self, message):
         """Act on one viewer message; False ends the connection."""
+        if len(getattr(self.ws, "input_buffer", ())) > self.rate:
+            # More than a second's worth already waits behind this one (simple_websocket reads ahead without
+            # bound): a flood, which would keep the page busy long after it stopped. Closed, not worked through.
+            self._send({"type": "error", "message": f"Too many messages: at most {self.rate} a second."})
+            self.ws.close(reason=1008, message="Too many messages.")
+            return False
+        if not self._within_rate(len(message)):
+            # Not sent, and said so at most once a second (a fast hand is not a hostile one: not counted either).
+            if time.monotonic() - self.told_rate >= 1:
+                self.told_rate = time.monotonic()
+                self._send({"type": "error", "message": f"Too many messages: at most {self.rate} a second (some "
+                                                        "were not sent)."})
+            return True
         if isinstance(message, (bytes, bytearray)):
             return self._refuse("Binary messages are refused: send JSON text.")
         try:
             data = json.loads(message)
+        except RecursionError:  # a viewer message is one flat object: deep nesting is not one
+            self.ws.close(reason=1007, message="The message nests too deeply.")
+            return False
         except ValueError:
             return self._refuse("The message is not JSON.")
         kind = data.get("type") if isinstance(data, dict) else None
@@ -164,8 +199,8 @@ class Viewer:
             return self._takeover(kind)
         control = self._control()
         if control not in ("person", "idle"):
-            return self._refuse("The agent is driving: take control first." if control != "pausing"
-                                else "The agent is finishing its step: you have control in a moment.")
+            return self._refuse("Not sent: the agent is driving; take control first." if control != "pausing"
+                                else "Not sent: the agent is pausing; you have control in a moment.")
         if self.session is None or not self.size:
             return self._refuse("There is no page picture yet to act on.")
         if "x" in data and not (data["x"] < self.size[0] and data["y"] < self.size[1]):
@@ -174,6 +209,8 @@ class Viewer:
             recorded = self._dispatch(kind, data)
         except CdpUnavailable as exc:
             return self._refuse(f"The browser did not take the input: {exc}.")
+        except Shortcut as exc:
+            return self._refuse(str(exc))
         if recorded and self.view.get("task"):
             service.record(self.view["task"], recorded)
         return True
@@ -203,6 +240,9 @@ class Viewer:
             params.update({"type": "keyDown", "text": text} if text else {"type": "rawKeyDown"})
         else:
             params["type"] = "keyUp"
+        refusal = shortcut_refusal(params)
+        if refusal:
+            raise Shortcut(f"Not sent: {refusal}.")
         send("Input.dispatchKeyEvent", params, session=self.session)
         return f"pressed {data['key']}" if data["event"] == "down" else None
 
@@ -216,6 +256,17 @@ class Viewer:
         self._refresh()
         return True
 
+    def _within_rate(self, size):
+        """A token bucket of LIVE_INPUT_PER_SECOND: every message costs one per INPUT_COST_BYTES begun."""
+        now = time.monotonic()
+        self.allowance = min(2.0 * self.rate, self.allowance + (now - self.counted) * self.rate)
+        self.counted = now
+        cost = 1 + size // INPUT_COST_BYTES
+        if self.allowance < cost:
+            return False
+        self.allowance -= cost
+        return True
+
     def _refuse(self, why):
         self.refusals += 1
         if self.refusals > MAX_REFUSALS:
@@ -223,3 +274,7 @@ class Viewer:
             return False
         self._send({"type": "error", "message": why})
         return True
+
+
+class Shortcut(Exception):
+    """A key of the browser's own (app/sessions/cdp_policy.py): refused, never sent."""

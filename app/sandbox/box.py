@@ -333,7 +333,8 @@ def private_file(path):
 
 def collect_downloads(downloads, into):
     """Move the finished downloads of a running browser out of its reach, into `into` (the service's, 0700), and
-    keep only regular files there: once moved, the browser can no longer swap them for links. Returns `into`."""
+    keep only regular files there: once moved, the browser can no longer swap them for links. Returns the names
+    this call moved (and kept)."""
     into = Path(into)
     into.mkdir(mode=0o700, exist_ok=True)
     os.chmod(into, 0o700)
@@ -341,6 +342,7 @@ def collect_downloads(downloads, into):
         names = os.listdir(downloads)
     except OSError:
         names = []
+    moved = []
     for name in names:
         if name.endswith(".crdownload") or name.startswith("."):
             continue  # still being written
@@ -348,8 +350,9 @@ def collect_downloads(downloads, into):
             os.replace(os.path.join(downloads, name), into / name)
         except OSError:
             continue
+        moved.append(name)
     for entry in into.iterdir():
         info = entry.lstat()
         if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1 or not private_file(entry):
             entry.unlink(missing_ok=True)
-    return into
+    return [name for name in moved if (into / name).is_file()]

@@ -4,10 +4,17 @@ import re
 from urllib.parse import urlsplit
 
 FORMAT = "remote-dispatch-script/1"
-# Actions whose `target` is an element: the script keeps a locator for it (page.js describe()).
-TARGETED = ("click", "type", "select", "hover", "upload")
-RECORDED = TARGETED + ("go_to", "read_page", "extract", "press", "scroll", "wait", "wait_for", "go_back",
-                       "switch_tab")
+# The arguments of an action that name an element: the script keeps a locator for each (page.js describe()) under
+# the argument's name (`target`; a drag's `source` and, when it drops onto an element, `target`).
+ELEMENTS = {"click": ("target",), "type": ("target",), "select": ("target",), "hover": ("target",),
+            "upload": ("target",), "drag": ("source", "target"), "draw": ("target",)}
+RECORDED = tuple(ELEMENTS) + ("go_to", "read_page", "extract", "press", "scroll", "wait", "wait_for", "go_back",
+                              "switch_tab")
+# What a run may do that its script leaves out, and why: the answer is kept apart (answer_template); a failure and
+# the general tools change nothing in the browser; a question to the user or a person pauses the run, and a paused
+# run is not recorded; MCP tool calls are not replayed (docs/replay.md). Any other action must be RECORDED: a test holds every action of the browser
+# environment to one of the two, so a new action cannot go missing from replays unnoticed.
+NOT_RECORDED = ("answer", "fail", "ask_user", "ask_for_person", "use_tool", "current_time", "read_attachment")
 VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")  # an inputVariables parameter
 STEP_RESULT = re.compile(r"\{\{step (\d+)\}\}")  # the text a read step returned (answers)
 SHORT = 3  # shorter variable values are parameters only where they are a whole argument
@@ -94,15 +101,31 @@ def _quote(text):
     return f"'{text}'" if '"' in text else f'"{text}"'
 
 
-def target_text(step):
-    """How a person (and the built-in planner) names the step's element."""
-    target = step.get("target") or {}
+def target_text(step, key="target"):
+    """How a person (and the built-in planner) names the step's element (`key`: the argument that names it)."""
+    target = step.get(key) or {}
     attrs = target.get("attrs") or {}
     if target.get("name"):
         return target["name"]
     if attrs.get("id"):
         return "#" + attrs["id"]
-    return target.get("css") or (step.get("args") or {}).get("target", "")
+    return target.get("css") or (step.get("args") or {}).get(key, "")
+
+
+def points_text(points):
+    """[[10, 10], [60, 10]] as 10,10 60,10 (the built-in step's form)."""
+    try:
+        return " ".join(f"{float(x):g},{float(y):g}" for x, y in points or [])
+    except (TypeError, ValueError):
+        return str(points)
+
+
+def _drag_text(step):
+    """drag "Item 3" to "Done", or drag "Volume" by 40,0 (the built-in step's two forms)."""
+    args, source = step.get("args") or {}, _quote(target_text(step, "source"))
+    if step.get("target") or args.get("target") not in (None, ""):
+        return f"drag {source} to {_quote(target_text(step))}"
+    return f"drag {source} by {float(args.get('x') or 0):g},{float(args.get('y') or 0):g}"
 
 
 def step_text(step):
@@ -115,6 +138,8 @@ def step_text(step):
         "type": lambda: f"type {_quote(args.get('text', ''))} into {target}",
         "select": lambda: f"select {_quote(args.get('option', ''))} in {target}",
         "hover": lambda: f"hover {target}",
+        "drag": lambda: _drag_text(step),
+        "draw": lambda: f"draw on {target} through {points_text(args.get('points'))}",
         "upload": lambda: f"upload {_quote(args.get('key', ''))} into {target}",
         "read_page": lambda: "read page",
         "extract": lambda: f"extract {args.get('selector', 'body')}",

@@ -7,12 +7,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from ..sandbox import box as sandbox, processes as sandbox_processes, unix_http
 from ..sandbox.box import BrowserBox, HostUnavailable
@@ -58,37 +56,15 @@ def files_dir(config, session_id):
     return session_dir(config, session_id) / "files"
 
 
-def cdp_activity_file(config, session_id):
-    """Touched by the session's CDP relay as callers send commands: its time is the session's last CDP use."""
-    return session_dir(config, session_id) / "cdp-activity"
-
-
-def cdp_token_file(config, session_id):
-    """Where a relay started ahead (app/sessions/pool.py) finds the SHA-256 of its session's CDP token."""
-    return session_dir(config, session_id) / "cdp-token"
-
-
-def write_cdp_token(config, session_id, token_sha256):
-    """Hand the session's relay its token's SHA-256 (the service's alone: 0600, written whole)."""
-    path = cdp_token_file(config, session_id)
-    part = path.with_name(path.name + ".part")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token_sha256)
-    part.replace(path)
-
-
-def last_cdp_use(config, session_id):
-    """When a CDP caller last sent the session's browser a command (epoch seconds), or None."""
-    try:
-        return cdp_activity_file(config, session_id).stat().st_mtime
-    except OSError:
-        return None
-
-
 def egress_dir(config, session_id):
     """Where the session's egress proxy keeps its port file and refusal log (the tasks' workers read it)."""
     return session_dir(config, session_id) / "egress"
+
+
+def chain(config, session_id, proxy):
+    """The session's browser leaves through the caller's proxy (app/egress/upstream.py) for the session's life:
+    its egress proxy, started or yet to start, reads the settings from its directory at each connection."""
+    EgressProxy(config, session_id, directory=egress_dir(config, session_id)).chain(proxy)
 
 
 def chrome_options(config, proxy, profile_dir=None, downloads=None):
@@ -211,6 +187,26 @@ def is_alive(webdriver_url, webdriver_session):
         return False
 
 
+def cdp_sender(webdriver_url, webdriver_session):
+    """`cdp(command, params)` for the session's browser: chromedriver's CDP endpoint, over plain WebDriver HTTP."""
+    def cdp(command, params=None):
+        status, reply = _call("POST", f"{webdriver_url}/session/{webdriver_session}/goog/cdp/execute",
+                              {"cmd": command, "params": params or {}})
+        if status >= 400:
+            raise Unanswered(f"{command}: {((reply or {}).get('value') or {}).get('message', status)}"[:300])
+        return (reply or {}).get("value") or {}
+    return cdp
+
+
+def execute(webdriver_url, webdriver_session, script):
+    """The value of `script` (a function body) run in the session's current tab."""
+    status, reply = _call("POST", f"{webdriver_url}/session/{webdriver_session}/execute/sync",
+                          {"script": script, "args": []})
+    if status >= 400:
+        raise Unanswered(f"the script failed: {((reply or {}).get('value') or {}).get('message', status)}"[:300])
+    return (reply or {}).get("value")
+
+
 def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir=None, extra_pids=(),
               egress=None):
     """End the WebDriver session and every process of it we started on this host (`egress`: the session's
@@ -233,6 +229,24 @@ def terminate(webdriver_url, webdriver_session, host=None, pid=None, profile_dir
         shutil.rmtree(Path(profile_dir).parent / "profile", ignore_errors=True)
     if egress and MARKER in str(egress):
         stop_proxies_under(egress)
+
+
+def held_here(host):
+    """True if a session's processes (started on `host`) are this machine's to end."""
+    return host == socket.gethostname()
+
+
+def end_here(config, session_id):
+    """End every process a session left on this machine and its profile, each found by the session's folder (the
+    pids in its row may belong to others by now: this runs when the machine learns of a stop made elsewhere)."""
+    directory = os.path.realpath(session_dir(config, session_id))
+    pids = [pid for pid, found in sandbox_processes.processes_under(str(sessions_root(config))).items()
+            if found == directory]
+    sandbox_processes.end_processes(pids)
+    _reap_profile_processes(os.path.join(directory, "profile"))
+    shutil.rmtree(os.path.join(directory, "profile"), ignore_errors=True)
+    stop_proxies_under(egress_dir(config, session_id))
+    return len(pids)
 
 
 def _kill_group(pid, profile_dir):
@@ -262,38 +276,3 @@ def _reap_profile_processes(profile_dir):
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and profile_processes(profile_dir):
             time.sleep(0.05)
-
-
-def start_cdp_proxy(config, debugger_address, token_sha256, downloads=None, activity=None, token_file=None):
-    """Start the session's authenticating DevTools proxy (app/sessions/cdp_proxy.py): (pid, port, ws path).
-    `downloads`: the session's download folder, where the relay sends every CDP download (None: refused);
-    `activity`: the file it touches as callers use the browser (cdp_activity_file); `token_file`, with no
-    `token_sha256`: where it will find the token's hash (cdp_token_file; until then it serves nobody)."""
-    if not debugger_address:
-        raise LaunchFailed("this session's browser has no DevTools endpoint.")
-    if "://" in debugger_address:  # a Grid's se:cdp URL: its path is the one endpoint allowed
-        parts = urlsplit(debugger_address)
-        target, path, prefix = f"{parts.hostname}:{parts.port or 80}", parts.path, parts.path
-    else:  # unix:<path>, our box's DevTools socket
-        target, prefix = debugger_address, "/devtools/"
-        try:
-            version = _call("GET", unix_http.unix_url(unix_http.socket_path(target)) + "/json/version", timeout=10)[1]
-            path = urlsplit(version["webSocketDebuggerUrl"]).path
-        except (Unanswered, TypeError, KeyError) as exc:
-            raise LaunchFailed(f"the browser's DevTools endpoint did not answer: {exc}") from None
-    env = {**os.environ, "CDP_TARGET": target, "CDP_TOKEN_SHA256": token_sha256 or "",
-           "CDP_TOKEN_FILE": str(token_file or ""), "CDP_ALLOWED_PREFIX": prefix,
-           "CDP_BIND": config.get("CDP_PROXY_BIND", "127.0.0.1"), "CDP_DOWNLOADS_DIR": str(downloads or ""),
-           "CDP_ACTIVITY_FILE": str(activity or "")}
-    if activity:
-        Path(activity).parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "app.sessions.cdp_proxy"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True,
-                            cwd=Path(__file__).resolve().parents[2])
-    line = proc.stdout.readline().strip()
-    proc.stdout.close()
-    threading.Thread(target=proc.wait, name=f"reap-cdp-proxy-{proc.pid}", daemon=True).start()
-    if not line.isdigit():
-        _kill_group(proc.pid, None)
-        raise LaunchFailed("the DevTools proxy did not start.")
-    return proc.pid, int(line), path

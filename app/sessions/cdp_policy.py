@@ -46,6 +46,71 @@ TARGET_COMMANDS = {"Target.attachToTarget", "Target.activateTarget", "Target.clo
                    "Target.sendMessageToTarget"}
 
 
+# Chromium's own keyboard shortcuts (accelerators), which act on the browser, not the page: a key event that would
+# trigger one is refused (Input.dispatchKeyEvent here, a live viewer's key in app/live/viewer.py). Named as
+# (modifiers, key): modifiers "C" Ctrl or Meta (Meta is Ctrl's twin on macOS), "S" Shift, "A" Alt; the key as
+# a letter, a digit or a DOM key name. Editing shortcuts (Ctrl+A/C/V/X/Z/Y, Ctrl+arrows, Shift+...) stay.
+SHORTCUTS = {
+    **{("C", key): "it opens, closes or switches tabs and windows" for key in
+       ("T", "N", "W", "Q", "O", "Tab", "PageUp", "PageDown", "F4", *"123456789")},
+    **{("CS", key): "it opens, closes or switches tabs and windows" for key in ("T", "N", "W", "Q", "Tab", "PageUp",
+                                                                                 "PageDown", "M")},
+    **{("C", key): "it opens one of the browser's own pages or bars" for key in ("H", "J", "D", "L", "K", "E")},
+    **{("CS", key): "it opens one of the browser's own pages or bars" for key in ("B", "O", "Delete", "A", "D")},
+    **{("CS", key): "it opens the browser's developer tools" for key in ("I", "J", "C", "K")},
+    ("", "F12"): "it opens the browser's developer tools",
+    ("C", "U"): "it opens the page's source (view-source:)",
+    ("C", "P"): "it prints", ("CS", "P"): "it prints",
+    ("C", "S"): "it saves the page to the server's disk", ("CS", "S"): "it saves the page to the server's disk",
+    **{("A", key): "it navigates the tab through its history or to the home page" for key in
+       ("ArrowLeft", "ArrowRight", "Home")},
+    **{("", key): "it navigates the tab through its history or to the home page" for key in
+       ("BrowserBack", "BrowserForward", "BrowserHome", "BrowserSearch", "BrowserFavorites")},
+    ("C", "["): "it navigates the tab through its history", ("C", "]"): "it navigates the tab through its history",
+    **{("A", key): "it opens the browser's menus or windows" for key in ("F4", "D", "E", "F")},
+    **{("", key): "it acts on the browser's window or settings, not the page" for key in ("F1", "F6", "F7", "F10",
+                                                                                           "F11")},
+    ("S", "F10"): "it opens the browser's context menu", ("", "ContextMenu"): "it opens the browser's context menu",
+}
+# windowsVirtualKeyCode -> key name (Chromium picks its accelerators by that code, whatever "key" says).
+KEY_CODES = {9: "Tab", 33: "PageUp", 34: "PageDown", 36: "Home", 37: "ArrowLeft", 39: "ArrowRight", 46: "Delete",
+             93: "ContextMenu", 166: "BrowserBack", 167: "BrowserForward", 170: "BrowserSearch",
+             171: "BrowserFavorites", 172: "BrowserHome", 219: "[", 221: "]",
+             **{code: chr(code) for code in range(48, 58)}, **{code: chr(code) for code in range(65, 91)},
+             **{111 + n: f"F{n}" for n in range(1, 13)}}
+PRESSES = ("keyDown", "rawKeyDown", "char")  # a shortcut acts on its key's press (keyUp is harmless)
+
+
+def shortcut_refusal(params):
+    """None, or why the Input.dispatchKeyEvent `params` would reach the browser rather than the page: the key
+    as any of its names (key, code, windowsVirtualKeyCode, nativeVirtualKeyCode) with its modifiers."""
+    if params.get("type") not in PRESSES:
+        return None
+    bits = params.get("modifiers") or 0
+    if not isinstance(bits, int):
+        return None
+    modifiers = ("C" if bits & 6 else "") + ("S" if bits & 8 else "")
+    modifiers = "A" + modifiers if bits & 1 and not bits & 6 else modifiers
+    names = set()
+    for field in ("key", "code"):
+        value = params.get(field)
+        if isinstance(value, str) and value:
+            names.add(value.upper() if len(value) == 1 else value)
+            for prefix in ("Key", "Digit"):  # code "KeyT", "Digit1"
+                if value.startswith(prefix) and len(value) == len(prefix) + 1:
+                    names.add(value[-1].upper())
+    for field in ("windowsVirtualKeyCode", "nativeVirtualKeyCode"):
+        if isinstance(params.get(field), int) and params[field] in KEY_CODES:
+            names.add(KEY_CODES[params[field]])
+    for name in names:
+        reason = SHORTCUTS.get((modifiers, name))
+        if reason:
+            shown = "+".join([part for flag, part in (("C", "Ctrl"), ("A", "Alt"), ("S", "Shift"))
+                              if flag in modifiers] + [name])
+            return f"{shown} is one of the browser's own shortcuts: {reason} (only the page gets input)"
+    return None
+
+
 class Refused(Exception):
     """The message must not reach the browser; str() is the reason, for the caller's CDP error."""
 
@@ -72,6 +137,7 @@ class Policy:
             "Target.autoAttachRelated": self._page_targets_only,
             "Target.setDiscoverTargets": self._page_targets_only,
             "Target.getTargets": self._page_targets_only,
+            "Input.dispatchKeyEvent": self._page_keys_only,
             "IO.read": self._known_stream,
             "IO.close": self._known_stream,
         }
@@ -152,6 +218,13 @@ class Policy:
             raise Refused("\"filter\" must be a list of {type, exclude} objects")
         params["filter"] = [{"type": kind, "exclude": True} for kind in HIDDEN_TYPES] + (
             given if given is not None else CHROMIUM_DEFAULT_FILTER)
+        return params
+
+    @staticmethod
+    def _page_keys_only(params):
+        refusal = shortcut_refusal(params)
+        if refusal:
+            raise Refused(refusal)
         return params
 
     def _known_stream(self, params):

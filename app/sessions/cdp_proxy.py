@@ -1,31 +1,21 @@
-"""The authenticating CDP relay in front of one session's DevTools endpoint: `python -m app.sessions.cdp_proxy`.
+"""The authenticating CDP relay of a session's DevTools: served by every web process (app/sessions/cdp_web.py).
 
-CDP is full control of the browser, so the DevTools port itself stays on loopback and callers come
-through here. A request is served only with `Authorization: Bearer <token>` for this session (its
-SHA-256 is in CDP_TOKEN_SHA256): WebSocket upgrades to paths under CDP_ALLOWED_PREFIX, and the
-/json/version and /json/list discovery documents with their URLs pointing here. Over the WebSocket,
-every command the caller sends is parsed, checked by app/sessions/cdp_policy.py (refused with a CDP
-error, or rewritten) and re-serialised, so the browser reads exactly what was checked; what the
-browser sends back is passed through frame by frame, unparsed (it carries the screenshots). It exits
-when the browser is gone, so it never outlives its session (stopping the session also kills it).
-
-Environment: CDP_TARGET (DevTools: `unix:<socket>` of a box of ours, or a Grid's host:port), CDP_TOKEN_SHA256 (or
-CDP_TOKEN_FILE: a file that will hold it, for a relay started ahead with a pooled browser; nothing is served until it
-exists), CDP_ALLOWED_PREFIX (default
-/devtools/), CDP_BIND (default 127.0.0.1), CDP_DOWNLOADS_DIR (the session's download folder; empty:
-downloads refused), CDP_ACTIVITY_FILE (touched, at most once a second, as callers send commands: their use keeps
-the session from idling out). Prints the port it listens on, then serves.
+CDP is full control of the browser, so its DevTools stay on a Unix socket of the machine holding it, reached only
+through that machine's stream endpoint (workers/browser/host_endpoint.py), and callers come through here. A request
+is served only with `Authorization: Bearer <token>` of this session (its SHA-256 given): WebSocket upgrades to
+DevTools paths, and the /json/version and /json/list discovery documents with their URLs pointing here. Over the
+WebSocket, every command the caller sends is parsed, checked by app/sessions/cdp_policy.py (refused with a CDP error,
+or rewritten) and re-serialised, so the browser reads exactly what was checked; what the browser sends back is passed
+through frame by frame, unparsed (it carries the screenshots). The session's row (app/sessions/cdp_session.py) says
+whether the credential holds: a stop on any machine refuses new connections and closes open ones within a second.
 """
 import asyncio
 import base64
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
-import sys
-import time
 
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
@@ -41,80 +31,89 @@ JSON_PATHS = {"/json/version": "version", "/json/list": "list", "/json": "list"}
 HOST_HEADER = re.compile(r"^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
 DATA_OPCODES = (0x0, 0x1, 0x2)
 TEXT_OPCODE = 0x1
+LAST_PAGE = ("it would close the session's last tab, and the session's tasks would have no window left: open another "
+             "tab first (Target.createTarget), or stop the session (stop-cloud-browser-session)")
 STREAM_REPLY_LIMIT = 4096  # a reply naming a stream handle is small: only frames up to this size are read
 STREAM_HANDLE = re.compile(rb'"(?:stream|uuid)"\s*:\s*"([^"\\]{1,200})"')
 
 
 class Proxy:
-    def __init__(self, target, token_sha256, prefix, downloads=None, activity=None, token_file=None):
+    """The checks and the relay of one session's CDP. `target`: its DevTools, "unix:<socket>" on this machine or
+    host:port (a Grid's; with `stream_token`, the stream endpoint of the machine holding it, which that token opens,
+    workers/browser/host_endpoint.py). `public`: (base, browser path) of the URLs callers are given (the web tier's
+    route, app/sessions/cdp_web.py): every browser-level path reaches the browser's own, whatever its id."""
+
+    def __init__(self, target, token_sha256, prefix, downloads=None, row=None, stream_token=None, public=None):
         self.socket = target[len("unix:"):] if target.startswith("unix:") else None
         if self.socket:
             self.host, self.port = "localhost", None
         else:
             self.host, _, port = target.rpartition(":")
             self.port = int(port)
-        self.token_sha256, self.token_file, self.prefix = token_sha256, token_file, prefix
+        self.token_sha256, self.prefix = token_sha256, prefix
+        self.stream_header = f"Authorization: Bearer {stream_token}\r\n" if stream_token else ""
+        self.public = public
         self.policy = Policy(downloads)
         self.targets = Targets(self._open_browser_endpoint)
-        self.activity, self.touched = activity, 0.0
+        # The session's row (None: no database, as in unit tests): whether the credential still holds, and where
+        # callers' use is written. `relays`: the open ones, closed the moment the row says the session ended.
+        self.row, self.relays = row, set()
         self.browser_path = None if prefix == "/devtools/" else prefix  # a Grid's one endpoint is the browser's
 
     async def handle(self, reader, writer):
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            writer.close()
-            return
-        lines = head.decode("latin-1").split("\r\n")
-        method, _, rest = lines[0].partition(" ")
-        path = rest.rpartition(" ")[0]
-        named = {}
-        for line in lines[1:]:
-            if ":" in line:
-                name, _, value = line.partition(":")
-                named[name.strip().lower()] = value.strip()
+        request = await read_head(reader, writer)
+        if request is not None:
+            await self.serve(reader, writer, *request)
+
+    async def serve(self, reader, writer, method, path, named):
+        """One request whose head is read (`named`: its headers, lower-case names)."""
         if method != "GET":
-            return await _refuse(writer, 405, "Method Not Allowed", "only GET is served here")
+            return await refuse(writer, 405, "Method Not Allowed", "only GET is served here")
         if not self._authorized(named.get("authorization", "")):
-            return await _refuse(writer, 401, "Unauthorized", "a valid session credential is required")
+            return await refuse(writer, 401, "Unauthorized", "a valid session credential is required")
+        if self.row is not None:
+            # The database, not this process, says whether the session lives: a stop made on another machine
+            # (or while this one was unreachable) revokes the credential from that moment.
+            active = await self.row.active()
+            if active is None:
+                return await refuse(writer, 503, "Service Unavailable", "the session's state cannot be read now")
+            if not active:
+                return await refuse(writer, 401, "Unauthorized", "this session has ended: its credential is revoked")
         if named.get("upgrade", "").lower() != "websocket":
             return await self._discovery(writer, path, named.get("host", ""))
         if not path.startswith(self.prefix) or ".." in path or "%" in path:
-            return await _refuse(writer, 404, "Not Found", "no such DevTools endpoint")
+            return await refuse(writer, 404, "Not Found", "no such DevTools endpoint")
         key = named.get("sec-websocket-key", "")
         if named.get("sec-websocket-version") != "13" or len(key) != 24:
-            return await _refuse(writer, 400, "Bad Request", "a WebSocket version 13 handshake is required")
+            return await refuse(writer, 400, "Bad Request", "a WebSocket version 13 handshake is required")
+        if self.public is not None and path.startswith("/devtools/browser/"):
+            path = await self._browser_ws_path() or path  # the browser's own id is never handed out
         upstream = await self._open_upstream(path)
         if upstream is None:
-            return await _refuse(writer, 502, "Bad Gateway", "the browser is gone")
+            return await refuse(writer, 502, "Bad Gateway", "the browser is gone")
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
         writer.write(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      f"Sec-WebSocket-Accept: {accept}\r\n\r\n".encode())
-        await Relay(self, reader, writer, *upstream).run()
+        relay = Relay(self, reader, writer, *upstream)
+        self.relays.add(relay)
+        try:
+            await relay.run()
+        finally:
+            self.relays.discard(relay)
 
     def _authorized(self, header):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             return False
-        expected = self._expected()
+        expected = self.token_sha256
         return bool(expected) and hmac.compare_digest(hashlib.sha256(token.strip().encode()).hexdigest(), expected)
-
-    def _expected(self):
-        """The token's SHA-256: given at start, or read once from CDP_TOKEN_FILE when its session is created."""
-        if not self.token_sha256 and self.token_file:
-            try:
-                with open(self.token_file) as source:
-                    self.token_sha256 = source.read().strip()
-            except OSError:
-                return None
-        return self.token_sha256
 
     async def _open_upstream(self, path):
         """A WebSocket to the browser, without extensions (no compression: frames pass through as they are)."""
         try:
             reader, writer = await self._connect(limit=HEAD_LIMIT)
             nonce = base64.b64encode(secrets.token_bytes(16)).decode()
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\nUpgrade: websocket\r\n"
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\n{self.stream_header}Upgrade: websocket\r\n"
                          f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\n\r\n"
                          .encode())
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
@@ -126,19 +125,27 @@ class Proxy:
         return reader, writer
 
     def used(self):
-        """A caller sent a command: the session is in use (the sweep reads the file's time, app/sessions/service.py)."""
-        moment = time.time()
-        if self.activity and moment - self.touched >= 1:
-            self.touched = moment
-            try:
-                os.utime(self.activity)
-            except FileNotFoundError:
-                open(self.activity, "a").close()
-            except OSError:
-                pass
+        """A caller sent a command: the session is in use (written to its row, app/sessions/cdp_session.py)."""
+        if self.row is not None:
+            self.row.used()
+
+    async def watch(self):
+        """While callers are connected, re-read the session's row every second: once it says ended, every open
+        relay is closed and this relay exits (its browser is being stopped)."""
+        while True:
+            await asyncio.sleep(self.row.CHECK_SECONDS)
+            if self.relays and await self.row.active() is False:
+                for relay in list(self.relays):
+                    relay.revoked()
+                return
 
     async def _open_browser_endpoint(self):
         """A WebSocket to the browser-level endpoint, for the relay's own questions (app/sessions/cdp_targets.py)."""
+        path = await self._browser_ws_path()
+        return await self._open_upstream(path) if path else None
+
+    async def _browser_ws_path(self):
+        """The browser-level WebSocket path (from /json/version), or None when the browser does not answer."""
         if self.browser_path is None:
             try:
                 version = await self._upstream_json("/json/version")
@@ -146,19 +153,19 @@ class Proxy:
             except (OSError, ValueError, KeyError, TypeError, IndexError, asyncio.IncompleteReadError,
                     asyncio.TimeoutError):
                 return None
-        return await self._open_upstream(self.browser_path)
+        return self.browser_path
 
     async def _discovery(self, writer, path, host):
         """/json/version and /json/list as the browser answers them, every URL pointing at this relay
         (Playwright's connect_over_cdp and Puppeteer read them when given an http:// endpoint)."""
         kind = JSON_PATHS.get(path.split("?", 1)[0].rstrip("/") or "/")
         if kind is None or self.prefix != "/devtools/":  # a Grid's CDP endpoint has no discovery documents
-            return await _refuse(writer, 404, "Not Found", "only /json/version, /json/list and WebSocket "
+            return await refuse(writer, 404, "Not Found", "only /json/version, /json/list and WebSocket "
                                                            "upgrades are served here")
         try:
             document = await self._upstream_json("/json/version" if kind == "version" else "/json/list")
         except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError):
-            return await _refuse(writer, 502, "Bad Gateway", "the browser is gone")
+            return await refuse(writer, 502, "Bad Gateway", "the browser is gone")
         here = host if HOST_HEADER.match(host) else "%s:%s" % writer.get_extra_info("sockname")[:2]
         if isinstance(document, list):  # Chromium's own targets (WebUI, extensions) are not listed
             document = [entry for entry in document if isinstance(entry, dict) and target_refusal(entry) is None]
@@ -167,11 +174,18 @@ class Proxy:
                 entry.pop(name, None)  # devtools: pages are not served
             ws = entry.get("webSocketDebuggerUrl")
             if isinstance(ws, str) and "/devtools/" in ws:
-                entry["webSocketDebuggerUrl"] = f"ws://{here}/devtools/{ws.split('/devtools/', 1)[1]}"
+                entry["webSocketDebuggerUrl"] = self._public_url(ws.split("/devtools/", 1)[1], here)
         body = json.dumps(document).encode()
         writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
                      f"Connection: close\r\n\r\n".encode() + body)
         await _close(writer)
+
+    def _public_url(self, devtools_path, here):
+        """What a caller is given for the browser's ws://.../devtools/<devtools_path>."""
+        if self.public is None:
+            return f"ws://{here}/devtools/{devtools_path}"
+        base, browser = self.public
+        return base + (browser if devtools_path.startswith("browser/") else "/devtools/" + devtools_path)
 
     def _connect(self, **kwargs):
         """A connection to the browser's DevTools: its box's Unix socket (nothing to reach over TCP), or a Grid's."""
@@ -189,7 +203,7 @@ class Proxy:
     async def _upstream_json(self, path):
         reader, writer = await self._connect()
         try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\n\r\n".encode())
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\n{self.stream_header}\r\n".encode())
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
             if head.split(b" ", 2)[1:2] != [b"200"] or not length:
@@ -199,18 +213,6 @@ class Proxy:
         finally:
             writer.close()
         return json.loads(body)
-
-    async def browser_gone(self):
-        """Returns once the DevTools port has refused connections three times in a row."""
-        misses = 0
-        while misses < 3:
-            await asyncio.sleep(1)
-            try:
-                _, probe = await self._connect()
-                probe.close()
-                misses = 0
-            except OSError:
-                misses += 1
 
 
 class Relay:
@@ -226,12 +228,23 @@ class Relay:
 
     async def run(self):
         tasks = [asyncio.ensure_future(self._from_caller()), asyncio.ensure_future(self._from_browser())]
+        self.tasks = tasks
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.writer.close()
         self.up_writer.close()
+
+    def revoked(self):
+        """The session ended: the caller is told so (close code 1008, policy) and both sides are cut."""
+        try:
+            self._close_caller(1008, "the cloud browser session has ended")
+            self._flush()
+        except Exception:  # a half-closed connection: cutting it is all that is left
+            pass
+        for task in getattr(self, "tasks", ()):
+            task.cancel()
 
     async def _from_caller(self):
         parts, size = [], 0
@@ -280,15 +293,27 @@ class Relay:
             self._reply(error_reply(message, str(exc)))
 
     async def _check_target(self, message):
-        """A command naming a target goes only to a page's (the browser is asked what the target is)."""
+        """A command naming a target goes only to a page's (the browser is asked what the target is); the session's
+        last page is never closed."""
+        if message["method"] == "Page.close":
+            return await self._not_the_last_page()
         target_id = (message.get("params") or {}).get("targetId") if message["method"] in TARGET_COMMANDS else None
         if target_id is None:
             return
         if not isinstance(target_id, str):
             raise Refused("\"targetId\" must be a string")
-        refusal = target_refusal(await self.targets.info(target_id))
+        info = await self.targets.info(target_id)
+        refusal = target_refusal(info)
         if refusal:
             raise Refused(refusal)
+        if message["method"] == "Target.closeTarget" and info.get("type") in ("page", "tab"):
+            await self._not_the_last_page()
+
+    async def _not_the_last_page(self):
+        """A kept session lives in its pages: with none left, its tasks have no window to act in."""
+        pages = await self.targets.pages()
+        if pages is None or len(pages) <= 1:
+            raise Refused(LAST_PAGE)
 
     def _reply(self, message):
         self._to_caller(self.caller.send(TextMessage(data=json.dumps(message))))
@@ -369,7 +394,24 @@ def _parse_header(head):
     return fin, opcode, length
 
 
-async def _refuse(writer, status, reason, message):
+async def read_head(reader, writer):
+    """(method, path, headers with lower-case names) of a request; None (the connection closed) if none came."""
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+        writer.close()
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, _, rest = lines[0].partition(" ")
+    named = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if colon:
+            named[name.strip().lower()] = value.strip()
+    return method, rest.rpartition(" ")[0], named
+
+
+async def refuse(writer, status, reason, message):
     body = message.encode()
     writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                  f"Connection: close\r\n\r\n".encode() + body)
@@ -383,17 +425,3 @@ async def _close(writer):
         pass
     finally:
         writer.close()
-
-
-async def main():
-    proxy = Proxy(os.environ["CDP_TARGET"], os.environ.get("CDP_TOKEN_SHA256") or None,
-                  os.environ.get("CDP_ALLOWED_PREFIX", "/devtools/"), os.environ.get("CDP_DOWNLOADS_DIR") or None,
-                  os.environ.get("CDP_ACTIVITY_FILE") or None, os.environ.get("CDP_TOKEN_FILE") or None)
-    server = await asyncio.start_server(proxy.handle, os.environ.get("CDP_BIND", "127.0.0.1"), 0, limit=HEAD_LIMIT)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    async with server:
-        await proxy.browser_gone()
-
-
-if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))

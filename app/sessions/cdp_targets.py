@@ -1,4 +1,5 @@
-"""What the CDP relay knows of the browser's targets (type and URL), asked on a DevTools connection of its own."""
+"""What the CDP relay knows of the browser's targets (type and URL, and which pages are open), asked on a DevTools
+connection of its own."""
 import asyncio
 import itertools
 import json
@@ -21,15 +22,24 @@ class Targets:
 
     async def info(self, target_id):
         """The browser's targetInfo of `target_id` ({"type", "url", ...}), or None if it has no such target."""
+        result = await self._question("Target.getTargetInfo", {"targetId": target_id})
+        return result.get("targetInfo") if result is not None else None
+
+    async def pages(self):
+        """The browser's page targets (their targetInfos), or None if it cannot be asked."""
+        result = await self._question("Target.getTargets", {"filter": [{"type": "page"}]})
+        return [t for t in result.get("targetInfos") or [] if t.get("type") == "page"] if result is not None else None
+
+    async def _question(self, method, params):
         async with self.lock:  # one question at a time on the one connection
             for attempt in range(2):  # a connection the browser closed is opened again once
                 try:
-                    return await asyncio.wait_for(self._ask(target_id), ANSWER_TIMEOUT)
+                    return await asyncio.wait_for(self._ask(method, params), ANSWER_TIMEOUT)
                 except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
                     self.close()
             return None
 
-    async def _ask(self, target_id):
+    async def _ask(self, method, params):
         if self.stream is None:
             upstream = await self.open_browser()
             if upstream is None:
@@ -37,8 +47,7 @@ class Targets:
             self.stream = (*upstream, Connection(ConnectionType.CLIENT))
         reader, writer, ws = self.stream
         number = next(self.ids)
-        writer.write(ws.send(TextMessage(data=json.dumps({"id": number, "method": "Target.getTargetInfo",
-                                                          "params": {"targetId": target_id}}))))
+        writer.write(ws.send(TextMessage(data=json.dumps({"id": number, "method": method, "params": params}))))
         await writer.drain()
         parts = []
         while True:
@@ -57,7 +66,7 @@ class Targets:
                         continue
                     reply, parts = json.loads("".join(parts)), []
                     if reply.get("id") == number:
-                        return (reply.get("result") or {}).get("targetInfo")
+                        return reply.get("result") or {}
 
     def close(self):
         if self.stream is not None:

@@ -1,4 +1,5 @@
-"""The kept sessions' warm pool: sandboxed browsers a web process starts ahead, each adopted once by a new session."""
+"""The kept sessions' warm pool: sandboxed browsers a tasks worker starts ahead on its machine, each adopted once by a
+new session that a worker of the same machine starts (app/sessions/service.start_here)."""
 import json
 import logging
 import os
@@ -7,6 +8,7 @@ import shutil
 import threading
 from dataclasses import asdict, dataclass
 
+from ..background import Background
 from ..egress.proxy import proxies_under
 from ..sandbox import box as sandbox, processes as sandbox_processes
 from . import browsers
@@ -41,15 +43,14 @@ class Pooled:
     session_id: str
     launched: dict  # browsers.Launched's fields
     chromium_pid: int
-    relay: list  # its CDP relay, started ahead: [pid, port, WebSocket path]; serves nobody until its token's file
 
     @property
     def launch(self):
         return browsers.Launched(**self.launched)
 
     def alive(self):
-        """Its sandbox's process group, its Chromium and its relay still run."""
-        return all(sandbox_processes.alive(pid) for pid in (self.launched["pid"], self.chromium_pid, self.relay[0]))
+        """Its sandbox's process group and its Chromium still run."""
+        return all(sandbox_processes.alive(pid) for pid in (self.launched["pid"], self.chromium_pid))
 
 
 def ready(config):
@@ -99,57 +100,45 @@ def claim(config):
 
 def pss_mib(config, pooled):
     """Memory of one pooled browser: its sandbox's processes (forwarders, chromedriver, Chromium), its egress
-    proxy and its relay."""
+    proxy."""
     directory = str(browsers.session_dir(config, pooled.session_id))
     pids = {pid for pid, found in sandbox_processes.processes_under(str(browsers.sessions_root(config))).items()
             if found == directory}  # the egress proxy's command line names the folder too: counted once
-    pids |= set(proxies_under(browsers.egress_dir(config, pooled.session_id))) | {pooled.relay[0]}
+    pids |= set(proxies_under(browsers.egress_dir(config, pooled.session_id)))
     return sandbox_processes.pss_mib(pids)
 
 
-def adopted(config, pooled, cdp):
-    """Its session's row is active: the browser is the session's (it ends with it, as a cold one), no process's.
-    A session without CDP access has no use for the relay started with it."""
+def adopted(config, pooled):
+    """Its session's row is active: the browser is the session's (it ends with it, as a cold one), no process's."""
     sandbox.write_marker(browsers.session_dir(config, pooled.session_id), None)
-    if not cdp:
-        browsers.terminate(None, None, pooled.launch.host, None, None, extra_pids=(pooled.relay[0],))
     (pool_root(config) / f"{pooled.session_id}.claimed").unlink(missing_ok=True)
 
 
 def destroy(config, pooled):
     """End a pooled browser whatever its state: its processes, its egress proxy, its folder, its index file."""
     launched = pooled.launch
-    browsers.terminate(None, None, launched.host, launched.pid, launched.profile_dir, extra_pids=(pooled.relay[0],),
+    browsers.terminate(None, None, launched.host, launched.pid, launched.profile_dir,
                        egress=browsers.egress_dir(config, pooled.session_id))
     shutil.rmtree(browsers.session_dir(config, pooled.session_id), ignore_errors=True)
     for suffix in (".json", ".claimed"):
         (pool_root(config) / f"{pooled.session_id}{suffix}").unlink(missing_ok=True)
 
 
-class SessionPool:
-    """Keeps `size` ready browsers, one started at a time, from a thread of a web process. Every web process
-    runs one; the one holding the host's flock fills, the others wait to take over if it goes. Its browsers do
-    not die with the thread (a session must outlive the request and the process that served it): they carry
-    its pid in their marker instead, and are reaped once it is dead (by the next filler, or the workers' sweep)."""
+class SessionPool(Background):
+    """Keeps `size` ready browsers, one started at a time, from a thread of a tasks worker's main process. Every
+    such worker runs one; the one holding the host's flock fills, the others wait to take over if it goes. Its
+    browsers do not die with the thread (a session must outlive the process that started it): they carry its pid
+    in their marker instead, and are reaped once it is dead (by the next filler, or the workers' sweep)."""
+
+    name = "session-pool"
+    join_seconds = 60
 
     def __init__(self, config, size):
+        super().__init__()
         self.config, self.size = config, size
         self.root = pool_root(config)
         self.mine = {}  # session id -> Pooled, started by this process and not yet adopted
-        self.stopping = threading.Event()
-        self.thread = None
         self._lock_file = None
-
-    def start(self):
-        self.thread = threading.Thread(target=self._run, name="session-pool", daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self):
-        """End the browsers not handed out, then the thread. Adopted ones are their sessions'."""
-        self.stopping.set()
-        if self.thread is not None:
-            self.thread.join(60)
 
     def _ready(self):
         return [pooled for sid, pooled in self.mine.items() if (self.root / f"{sid}.json").exists()]
@@ -187,7 +176,7 @@ class SessionPool:
                 os.rename(self.root / f"{sid}.json", self.root / f"{sid}.claimed")
             except OSError:
                 continue  # a session took it first: its claim checks that it lives
-            log.warning("pooled session browser %s of a stopped web process: destroyed", sid)
+            log.warning("pooled session browser %s of a stopped worker: destroyed", sid)
             destroy(self.config, pooled)
 
     def _forget_gone(self):
@@ -202,7 +191,7 @@ class SessionPool:
         return os.times().elapsed
 
     def _host_lock(self):
-        """One filler per host (per VAR_DIR), whatever the number of web processes: an flock its owner holds."""
+        """One filler per host (per VAR_DIR), whatever the number of workers: an flock its owner holds."""
         if self._lock_file is None:
             self._lock_file = sandbox_processes.host_lock(self.root / "manager.lock")
         return self._lock_file is not None
@@ -234,15 +223,8 @@ class SessionPool:
             log.warning("the session pool could not start a browser (%s); retrying", exc)
             self.stopping.wait(5)
             return
-        pooled = Pooled(session_id=session_id, launched=asdict(launched), relay=[0, 0, ""],
+        pooled = Pooled(session_id=session_id, launched=asdict(launched),
                         chromium_pid=sandbox_processes.browser_pid(launched.profile_dir) or 0)
-        try:
-            # Its relay too (a Python process: a quarter of a second), told its token only when a session is made.
-            pooled.relay = list(browsers.start_cdp_proxy(
-                config, launched.debugger_address, None, browsers.downloads_dir(config, session_id),
-                browsers.cdp_activity_file(config, session_id), token_file=browsers.cdp_token_file(config, session_id)))
-        except browsers.LaunchFailed as exc:
-            log.warning("the session pool could not start a browser's CDP relay (%s); retrying", exc)
         if not pooled.alive():
             destroy(config, pooled)
             self.stopping.wait(1)
@@ -261,7 +243,7 @@ _running = None
 
 
 def start(config):
-    """Run this process's pool thread (gunicorn's post_worker_init), unless sessions start cold here."""
+    """Run this process's pool thread (a tasks worker's, once it is ready), unless sessions start cold here."""
     global _running
     reason = cold_reason(config)
     if reason:
@@ -272,6 +254,6 @@ def start(config):
 
 
 def stop():
-    """End this process's unclaimed pooled browsers (gunicorn's worker_exit)."""
+    """End this process's unclaimed pooled browsers (the worker's shutdown)."""
     if _running is not None:
         _running.stop()

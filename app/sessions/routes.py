@@ -34,6 +34,7 @@ class CreateSession(MethodView):
     @blp.response(200, SessionCreatedSchema)
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
+    @blp.alt_response(409, schema="Error", description="The profile is being written (persist) by another task or session")
     @blp.alt_response(429, schema="Error", description="Too many open sessions for this key")
     @blp.alt_response(503, schema="Error", description="No browser could be started")
     def post(self, data):
@@ -42,7 +43,8 @@ class CreateSession(MethodView):
         A server-side browser that stays open between tasks until stopped or idle for
         `session_timeout` seconds. Submit tasks with `cloudBrowserSessionId` and `browserWindowId`.
         """
-        row = service.create(g.api_key.id, data.get("session_name"), data.get("session_timeout"))
+        row = service.create(g.api_key.id, data.get("session_name"), data.get("session_timeout"), data.get("profile"),
+                             data.get("proxy"))
         return {"browser_window_id": row.browser_window_id, "session_id": row.id}
 
 
@@ -54,6 +56,7 @@ class CreateCdpSession(MethodView):
     @blp.alt_response(400, schema="Error", description="Invalid request")
     @blp.alt_response(401, schema="Error", description="Invalid API key")
     @blp.alt_response(403, schema="Error", description="The key's plan has no CDP access (`free` by default)")
+    @blp.alt_response(409, schema="Error", description="The profile is being written (persist) by another task or session")
     @blp.alt_response(429, schema="Error", description="Too many open sessions for this key")
     @blp.alt_response(503, schema="Error", description="No browser could be started")
     def post(self, data):
@@ -67,7 +70,8 @@ class CreateCdpSession(MethodView):
         plan has no CDP access (`free` by default) get 403.
         """
         _require_cdp_plan()
-        row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"))
+        row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"),
+                                             data.get("profile"), data.get("proxy"))
         return {"cdp_websocket_url": row.cdp_url, "session_id": row.id, "browser_window_id": row.browser_window_id,
                 "login_url": public_url("cloud-browser.SessionLogin", token=service.login_token(row)),
                 "cdp_auth_headers": {"Authorization": f"Bearer {token}"}}

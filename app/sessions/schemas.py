@@ -3,7 +3,7 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import ValidationError, fields, validate, validates
 
-from ..dispatch.schemas import LenientSchema, StrictBoolean
+from ..dispatch.schemas import LenientSchema, ProfileOptionSchema, ProxySchema, StrictBoolean
 
 STOP_STATUSES = ("complete", "terminated", "failed", "timed_out")
 
@@ -14,6 +14,12 @@ class CreateSessionSchema(LenientSchema):
     session_name = fields.String(allow_none=True, validate=validate.Length(max=200))
     session_timeout = fields.Integer(strict=True, allow_none=True, metadata={
         "description": "Idle limit in seconds (default CLOUD_SESSION_TIMEOUT_SECONDS)."})
+    profile = fields.Nested(ProfileOptionSchema, allow_none=True, metadata={
+        "description": "Start the browser with this named profile of the key; with `persist` the browser's state when "
+                       "the session ends (stop, idle timeout) replaces it (docs/profiles.md)."})
+    proxy = fields.Nested(ProxySchema, allow_none=True, metadata={
+        "description": "The session's browser leaves through this proxy for the session's whole life, behind the "
+                       "service's egress proxy (as a cloud_browser task's `proxy`)"})
 
     @validates("session_timeout")
     def _within_limits(self, value, **_):

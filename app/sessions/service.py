@@ -1,23 +1,27 @@
 """Cloud browser sessions: create, look up, use from tasks, stop, expire; these functions own the transaction."""
-import hashlib
 import logging
-import os
+import io
+import json
 import secrets
+import shutil
+import socket
 import time
-from datetime import datetime, timezone
 
 from flask import current_app
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
-from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy import and_, exists, func, or_, select, update
 
-from ..sandbox import box as sandbox
-from ..broker import WEBHOOKS_QUEUE
+from .. import lifecycle
+from ..broker import TASKS_QUEUE, WEBHOOKS_QUEUE
 from ..crypto import seal, unseal
+from ..egress import upstream
 from ..errors import ApiError
+from ..sandbox import box as sandbox
 from ..extensions import db
-from ..links import public_host
-from ..models import BrowserWindow, CloudSession, Task, new_id, now, now_plus
-from . import browsers, pool as session_pool
+from ..files import service as files
+from ..profiles import service as profiles, state as profile_state
+from ..models import BrowserWindow, CloudSession, SessionHost, StoredFile, Task, new_id, now, now_plus
+from . import browsers, cdp_web, pool as session_pool
 
 log = logging.getLogger(__name__)
 ACTIVE = "active"
@@ -25,13 +29,22 @@ ENDED = "ended"
 DOWNLOAD_URL_TTL = 3600
 
 
-def create(api_key_id, name=None, timeout=None):
-    """Start a kept browser for the key; returns the session row (active). 503 if no browser can start."""
-    return _create(api_key_id, name, timeout, cdp=False)[0]
+def create(api_key_id, name=None, timeout=None, profile=None, proxy=None):
+    """Start a kept browser for the key; returns the session row (active). 503 if no browser can start. `profile`
+    ({"name", "persist"}): its saved state is loaded into the browser, and with persist the session is its one writer
+    until it ends. With a `proxy` (app/egress/upstream.py), its browser leaves through it for the session's life."""
+    return _create(api_key_id, name, timeout, profile=profile, proxy=proxy)
 
 
-def _create(api_key_id, name, timeout, cdp):
-    """(the active session row, the pooled browser it adopted or None)."""
+START_WAIT_SECONDS = browsers.START_TIMEOUT + 60  # a worker's launch (its own limits are within this)
+FAILED_START = "failed"
+
+
+def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None):
+    """Make the session's row and have a worker start its browser (start_here, on a machine that runs `worker`:
+    the web holds no browser); the active row once it is up. `token`: its CDP credential, sealed in the row from
+    the start (the web tier's relay checks it: app/sessions/cdp_web.py). The profile's name and the proxy (sealed) go to
+    the worker with the start."""
     config = current_app.config
     timeout = timeout or config["CLOUD_SESSION_TIMEOUT_SECONDS"]
     open_count = db.session.execute(select(func.count()).select_from(CloudSession).where(
@@ -40,26 +53,94 @@ def _create(api_key_id, name, timeout, cdp):
         raise ApiError(429, "Too Many Sessions",
                        f"This API key already has {open_count} open cloud browser sessions "
                        f"(CLOUD_SESSIONS_PER_KEY); stop one first.")
-    db.session.commit()  # no transaction held across the claim
-    # A pooled browser is laid out as a session already (app/sessions/pool.py): the session takes its id.
-    pooled = session_pool.claim(config)
-    session_id = pooled.session_id if pooled else "cbs_" + secrets.token_hex(12)
+    if current_app.extensions["broker"].consumers(TASKS_QUEUE) == 0:  # nobody would start it: say so now
+        raise ApiError(503, "Browser Unavailable", "The cloud browser could not be started: no worker is running "
+                       "(the Procfile's `worker`, which starts and holds kept browsers); start one and retry.",
+                       {"Retry-After": "5"})
+    session_id = "cbs_" + secrets.token_hex(12)
+    window = BrowserWindow(id=new_id(), api_key_id=api_key_id, label=name or "cloud session")
+    db.session.add(window)
+    db.session.flush()
+    window_id = window.id
+    row = CloudSession(id=session_id, api_key_id=api_key_id, browser_window_id=window_id, name=name,
+                       timeout_seconds=timeout, status="starting", cdp_token_sealed=seal(token) if token else None)
+    db.session.add(row)
+    if profile and profile["persist"]:
+        profiles.claim(api_key_id, profile["name"], session_id)  # 409 naming the writer, with nothing made
+    db.session.commit()  # the row exists before the browser: a start nobody finished leaves a trace to sweep
+    db.session.expunge(row)  # read again by its window: a worker may rename it (start_here)
     try:
-        window = BrowserWindow(id=new_id(), api_key_id=api_key_id, label=name or f"cloud session {session_id}")
-        db.session.add(window)
-        db.session.flush()
-        db.session.add(CloudSession(id=session_id, api_key_id=api_key_id, browser_window_id=window.id, name=name,
-                                    timeout_seconds=timeout, status="starting"))
-        db.session.commit()  # the row exists before the browser: a crash during launch leaves a trace to sweep
-    except BaseException:
+        current_app.extensions["broker"].send("workers.start_session", [session_id, {
+            "profile": profile["name"] if profile else None,
+            "proxy": seal(json.dumps(upstream.settings(proxy))) if proxy else None}], TASKS_QUEUE)
+    except Exception as exc:
+        log.warning("publish of the start of session %s failed: %s", session_id, exc)
+        _mark_ended(session_id, FAILED_START, "the task queue is unavailable")
+        raise ApiError(503, "Browser Unavailable", "The cloud browser could not be started: the task queue is "
+                       "unavailable; retry in a few seconds.", {"Retry-After": "5"}) from exc
+    return _started(api_key_id, window_id)
+
+
+def _started(api_key_id, window_id):
+    """Wait for the worker's start (the row leaves `starting`), reading the row in short transactions; by its
+    window, since a worker that hands it a pooled browser renames it after that browser (start_here)."""
+    deadline = time.monotonic() + START_WAIT_SECONDS
+    started = time.monotonic()
+    while True:
+        session_id, status, reason, message = db.session.execute(
+            select(CloudSession.id, CloudSession.status, CloudSession.end_reason, CloudSession.end_message)
+            .where(CloudSession.browser_window_id == window_id)).one()
+        db.session.commit()
+        if status != "starting":
+            break
+        if time.monotonic() > deadline:
+            _mark_ended(session_id, FAILED_START, f"no worker started its browser within {START_WAIT_SECONDS} s")
+            continue  # read again: its start may have finished meanwhile
+        time.sleep(0.005 if time.monotonic() - started < 1 else 0.05)
+    if status == ACTIVE:
+        return get(api_key_id, session_id)
+    if reason == FAILED_START:
+        raise ApiError(503, "Browser Unavailable", f"The cloud browser could not be started: {message}")
+    raise ApiError(409, "Session Ended", f"Cloud browser session '{session_id}' was stopped while starting.")
+
+
+def start_here(session_id, options=None):
+    """(A worker, `workers.start_session`.) Start the browser of a session the web made: from this machine's warm
+    pool when one is ready (the row then takes the pooled browser's id, as the browser's folder is named after
+    it, in the same statement that claims the row for this machine), else cold; chain the caller's proxy and load
+    the profile (`options`: {"profile": name, "proxy": sealed settings}); then the row says where it is, and that
+    it is active. The web waits for that (_started)."""
+    config = current_app.config
+    options = options or {}
+    pooled = session_pool.claim(config)
+    claimed = db.session.execute(
+        update(CloudSession).where(CloudSession.id == session_id, CloudSession.status == "starting",
+                                   CloudSession.host.is_(None))
+        .values(host=socket.gethostname(), egress_host=socket.gethostname(),
+                id=pooled.session_id if pooled else session_id)
+        .returning(CloudSession.api_key_id)).first()
+    if claimed is not None and pooled:
+        profiles.rename_writer(session_id, pooled.session_id)
+    db.session.commit()
+    if claimed is None:  # ended already (the web gave up), or another worker has it (a message delivered twice)
         if pooled:
             session_pool.destroy(config, pooled)
-        raise
+        return None
+    session_id = pooled.session_id if pooled else session_id
     try:
+        if options.get("proxy"):  # before the browser's first request: its egress proxy reads it at each connection
+            browsers.chain(config, session_id, json.loads(unseal(options["proxy"])))
         launched = pooled.launch if pooled else browsers.launch(config, session_id)
     except browsers.LaunchFailed as exc:
-        _mark_ended(session_id, "failed")
-        raise ApiError(503, "Browser Unavailable", f"The cloud browser could not be started: {exc}") from None
+        _mark_ended(session_id, FAILED_START, str(exc))
+        return None
+    try:
+        if options.get("profile"):
+            _load_profile(claimed.api_key_id, launched, options["profile"])
+    except browsers.Unanswered as exc:
+        _stop_launched(config, session_id, launched)
+        _mark_ended(session_id, FAILED_START, f"profile '{options['profile']}' could not be loaded into it: {exc}")
+        return None
     started = db.session.execute(
         update(CloudSession).where(CloudSession.id == session_id, CloudSession.status == "starting")
         .values(status=ACTIVE, webdriver_url=launched.webdriver_url, webdriver_session=launched.webdriver_session,
@@ -67,13 +148,47 @@ def _create(api_key_id, name, timeout, cdp):
                 profile_dir=launched.profile_dir, last_used_at=now())
         .returning(CloudSession.id)).first() is not None
     db.session.commit()
-    if not started:  # stopped while it was starting: its browser must not outlive it
-        browsers.terminate(launched.webdriver_url, launched.webdriver_session, launched.host, launched.pid,
-                           launched.profile_dir, egress=browsers.egress_dir(config, session_id))
-        raise ApiError(409, "Session Ended", f"Cloud browser session '{session_id}' was stopped while starting.")
+    if not started:  # ended while it was starting: its browser must not outlive it
+        _stop_launched(config, session_id, launched)
+        return None
     if pooled:
-        session_pool.adopted(config, pooled, cdp)  # the session's now: it outlives this process, as a cold one
-    return get(api_key_id, session_id), pooled
+        session_pool.adopted(config, pooled)  # the session's now: it outlives this process, as a cold one
+    return session_id
+
+
+def _stop_launched(config, session_id, launched):
+    browsers.terminate(launched.webdriver_url, launched.webdriver_session, launched.host, launched.pid,
+                       launched.profile_dir, egress=browsers.egress_dir(config, session_id))
+
+
+def _load_profile(api_key_id, launched, name):
+    """The profile's saved state into the session's new browser (over CDP, before its first page); raises
+    browsers.Unanswered if it cannot be (the session then fails to start, and the web answers 503 saying why)."""
+    saved = profiles.load(api_key_id, name)
+    if saved is not None:
+        profile_state.apply(browsers.cdp_sender(launched.webdriver_url, launched.webdriver_session), saved)
+
+
+def _save_profile(row):
+    """At the session's end, before its browser goes: with persist, the browser's state replaces the profile's. A
+    browser this machine cannot reach (it runs on another) saves nothing, and the profile is let go."""
+    written = profiles.written_by(row.id)
+    if written is None:
+        return
+    api_key_id, name = written
+    try:
+        if not (row.webdriver_url and (row.host == "grid" or browsers.held_here(row.host))):
+            raise browsers.Unanswered("its browser runs on another machine")
+        cdp = browsers.cdp_sender(row.webdriver_url, row.webdriver_session)
+        cookies = cdp("Network.getAllCookies")
+        tab = browsers.execute(row.webdriver_url, row.webdriver_session, profile_state.READ_STORAGE) or {}
+        tab["indexedDB"] = profile_state.read_indexed_db(cdp)
+        earlier = profiles.load(api_key_id, name)
+        log.info("cloud session %s: %s", row.id, profiles.save(
+            api_key_id, name, row.id, profile_state.capture(cookies.get("cookies") or [], [tab], earlier)))
+    except browsers.Unanswered as exc:
+        log.warning("cloud session %s: profile '%s' not saved: %s", row.id, name, exc)
+        profiles.release(row.id)
 
 
 def get(api_key_id, session_id, active=False):
@@ -82,9 +197,13 @@ def get(api_key_id, session_id, active=False):
     if row is None or row.api_key_id != api_key_id:
         raise ApiError(404, "Session Not Found", f"No cloud browser session '{session_id}' for this API key.")
     if active and row.status != ACTIVE:
-        raise ApiError(409, "Session Ended", f"Cloud browser session '{session_id}' has ended "
-                                             f"({row.end_reason or row.status}); create a new one.")
+        raise _ended(row)
     return row
+
+
+def _ended(row):
+    why = f"{row.end_reason or row.status}: {row.end_message}" if row.end_message else row.end_reason or row.status
+    return ApiError(409, "Session Ended", f"Cloud browser session '{row.id}' has ended ({why}); create a new one.")
 
 
 def for_task(api_key_id, session_id, window_id):
@@ -117,13 +236,42 @@ def serving_window(api_key_id, window_id):
 
 
 def serve_actions(session_id):
-    """Have a worker answer the session window's direct actions (POST /extension-actions) in its browser.
-    Published after the command row commits: a worker already serving the session looks for it before it
-    stops, and this one serves it if that worker has stopped."""
+    """Have a worker answer the session window's direct actions (POST /extension-actions) in its browser: the
+    worker of the machine holding it, or a Grid's browser's egress proxy (its direct queue); any worker when that
+    machine's worker does not consume its queue now (embedded broker: one machine; else the worker says the browser is out
+    of reach). Published after the command row commits: a worker already serving the session looks for it
+    before it stops, and this one serves it if that worker has stopped."""
+    row = db.session.get(CloudSession, session_id)
+    node = node_of(row) if row is not None else None
+    db.session.commit()
+    if node is None or not publish_action("workers.serve_session_actions", [session_id], node=node):
+        publish_action("workers.serve_session_actions", [session_id])
+
+
+def node_of_task(task_id):
+    """The node holding the browser of the kept session a task runs in (node_of), or None."""
+    row = db.session.execute(select(CloudSession).join(Task, Task.cloud_session_id == CloudSession.id)
+                             .where(Task.id == task_id)).scalar_one_or_none()
+    db.session.commit()
+    return node_of(row) if row is not None else None
+
+
+def node_of(session):
+    """The Celery node of the worker holding a session's browser, or for a Grid's browser its egress proxy (a
+    task's fence is written where that proxy reads it): the Procfile's `worker` is `tasks@<host>`. None for a
+    session not started yet."""
+    return f"tasks@{session.egress_host}" if session.egress_host else None
+
+
+def publish_action(task, args, node=None):
+    """Publish a direct action's work to the workers (webhooks queue: short work, never behind a task's run), or
+    to the worker `node`'s own queue (returns None when no worker consumes it now); a 503 when the broker does not
+    take it."""
+    broker = current_app.extensions["broker"]
     try:
-        current_app.extensions["broker"].send("workers.serve_session_actions", [session_id], WEBHOOKS_QUEUE)
+        return broker.send_to_node(task, args, node) if node else broker.send(task, args, WEBHOOKS_QUEUE)
     except Exception as exc:  # broker down: the caller learns it, and the command is withdrawn
-        log.warning("publish of session %s actions failed: %s", session_id, exc)
+        log.warning("publish of %s%s failed: %s", task, args, exc)
         raise ApiError(503, "Service Unavailable", "The task queue is unavailable, so the action was not run; "
                        "retry in a few seconds.", {"Retry-After": "5"}) from exc
 
@@ -138,20 +286,139 @@ def stop(api_key_id, session_id, reason="complete"):
 
 
 def end(session_id, reason):
-    """End a session (any key): the row first, so no new task starts in it, then its processes. Idempotent."""
+    """End a session (any key, on any machine): the row first, so no new task starts in it and its relay refuses
+    its credential (app/sessions/cdp_session.py), then its processes: here when this machine and VAR_DIR hold
+    them (one machine), else the holding machine's worker ends them within a second (app/sessions/holder.py),
+    or when it is back. Idempotent."""
     row = _mark_ended(session_id, reason)
     if row is None:
         return False
-    browsers.terminate(row.webdriver_url, row.webdriver_session, row.host, row.pid, row.profile_dir,
-                       extra_pids=(row.cdp_proxy_pid,), egress=browsers.egress_dir(current_app.config, session_id))
+    if row.host == "grid" or _held_here(session_id, row.host):
+        _end_processes(row)
     log.info("cloud session %s ended (%s)", session_id, reason)
     return True
 
 
-def _mark_ended(session_id, reason):
+def _held_here(session_id, host):
+    return browsers.held_here(host) and browsers.session_dir(current_app.config, session_id).is_dir()
+
+
+def _end_processes(row):
+    """Save its profile (with persist) and keep what its browser downloaded last, then end its processes and forget
+    their pids. On the machine holding the browser: the only one that can read it."""
+    _save_profile(row)
+    _keep_last_downloads(row)
+    browsers.terminate(row.webdriver_url, row.webdriver_session, row.host, row.pid, row.profile_dir,
+                       extra_pids=(row.cdp_proxy_pid,), egress=browsers.egress_dir(current_app.config, row.id))
+    _processes_ended(row.id)
+
+
+def _keep_last_downloads(row):
+    """What its browser downloaded last is a file of the key too (of the task driving it, if any)."""
+    try:
+        keep_downloads(row.api_key_id, row.id, task_id=row.busy_task_id)
+    except Exception:
+        log.warning("cloud session %s: its downloads could not be kept", row.id, exc_info=True)
+        db.session.rollback()
+
+
+def _processes_ended(session_id):
+    """The row's pids are forgotten once its processes are gone: nothing is left for a holder to end."""
+    db.session.execute(update(CloudSession).where(CloudSession.id == session_id)
+                       .values(pid=None, cdp_proxy_pid=None))
+    db.session.commit()
+
+
+GRID_PROXY_LOOKBACK_SECONDS = 86400  # a Grid session stopped while its worker was down longer ago leaves its proxy
+LOST_MACHINE = ("the machine holding its browser stopped answering, so the browser is out of reach (it is ended "
+                "there if that machine comes back)")
+
+
+def end_lost():
+    """End, as `error`, the active sessions of machines whose worker has not said it is alive for
+    SESSION_HOST_LOST_SECONDS (beat): their CDP credential is revoked, and their tasks end at once with that
+    message, the one that was running there too (its lease is held by a worker of the lost machine)."""
+    seconds = current_app.config["SESSION_HOST_LOST_SECONDS"]
+    lost = db.session.execute(select(CloudSession.id).join(SessionHost, SessionHost.host == CloudSession.egress_host)
+                              .where(CloudSession.status == ACTIVE, SessionHost.seen_at < now_plus(-seconds))
+                              ).scalars().all()
+    db.session.commit()
+    ended = [row for row in (_mark_ended(session_id, "error", LOST_MACHINE) for session_id in lost) if row is not None]
+    for row in ended:
+        log.warning("cloud session %s ended: %s", row.id, LOST_MACHINE)
+        if row.host == "grid":  # the Grid's browser, reachable from here, would browse through nothing now
+            browsers.terminate(row.webdriver_url, row.webdriver_session, row.host)
+        fail_tasks(row.id, holder_lost=True)
+    return len(ended)
+
+
+def ended_reason(session_id):
+    """Why a task in this session cannot run (its session ended), or None while it is active."""
+    row = db.session.get(CloudSession, session_id, populate_existing=True) if session_id else None
+    db.session.commit()
+    if row is None or row.status != ENDED:
+        return None
+    return _ended(row).message
+
+
+def fail_tasks(session_id, holder_lost=False):
+    """End the session's tasks that nobody runs now (queued, or their worker's lease expired; any running, with
+    `holder_lost`: their machine is gone) with its end's message and zero usage; returns how many."""
+    message = ended_reason(session_id)
+    waiting = db.session.execute(select(Task.id).where(
+        Task.cloud_session_id == session_id, Task.status.in_(("pending", "input-required")))).scalars().all()
+    db.session.commit()
+    return sum(1 for task_id in waiting
+               if lifecycle.finish(task_id, "error", lifecycle.failure_response(message), None, error=message,
+                                 holder_lost=holder_lost))
+
+
+def end_held_here():
+    """End the processes of this machine's sessions whose rows say ended (stopped or swept on another machine),
+    keeping what their browsers downloaded last; returns how many sessions. Each is found by its folder (the pids
+    in its row may belong to others by now), in this VAR_DIR (the one of this machine's worker)."""
+    config = current_app.config
+    rows = db.session.execute(select(CloudSession).where(CloudSession.status == ENDED, or_(
+        and_(CloudSession.host == socket.gethostname(),
+             or_(CloudSession.pid.is_not(None), CloudSession.cdp_proxy_pid.is_not(None))),
+        # A Grid session's browser is the Grid's, but its egress proxy runs on the worker that started it (its folder
+        # is removed below once the proxy is gone).
+        and_(CloudSession.host == "grid", CloudSession.egress_host == socket.gethostname(),
+             CloudSession.ended_at > now_plus(-GRID_PROXY_LOOKBACK_SECONDS))))
+        .order_by(CloudSession.ended_at.desc()).limit(100)).scalars().all()
+    db.session.commit()
+    mine = [row for row in rows if browsers.session_dir(config, row.id).is_dir()]
+    for row in mine:
+        grid = row.host == "grid"  # only its egress proxy is here, and nothing of it is kept
+        if not grid:
+            _keep_last_downloads(row)
+        found = browsers.end_here(config, row.id)
+        if grid:
+            shutil.rmtree(browsers.session_dir(config, row.id), ignore_errors=True)
+        else:
+            _processes_ended(row.id)
+        log.info("cloud session %s: its stop reached this machine (%d processes ended)", row.id, found)
+    return len(mine)
+
+
+def keep_downloads_held_here():
+    """Store what the browsers of this machine's active sessions finished downloading (a CDP caller's downloads
+    included) as files of their keys: the downloads listing, on any web machine, reads them from the database."""
+    config = current_app.config
+    # A session's running task keeps its own downloads (they are its response's files) when it ends.
+    rows = db.session.execute(select(CloudSession.id, CloudSession.api_key_id).where(
+        CloudSession.status == ACTIVE, CloudSession.host == socket.gethostname(),
+        CloudSession.busy_task_id.is_(None))).all()
+    db.session.commit()
+    for session_id, api_key_id in rows:
+        if browsers.downloads_dir(config, session_id).is_dir():
+            keep_downloads(api_key_id, session_id)
+
+
+def _mark_ended(session_id, reason, message=None):
     row = db.session.execute(
         update(CloudSession).where(CloudSession.id == session_id, CloudSession.status != ENDED)
-        .values(status=ENDED, end_reason=reason, ended_at=now(), cdp_token_sealed=None)
+        .values(status=ENDED, end_reason=reason, end_message=message, ended_at=now(), cdp_token_sealed=None)
         .returning(CloudSession)).scalar_one_or_none()
     if row is not None:
         db.session.execute(update(BrowserWindow).where(BrowserWindow.id == row.browser_window_id)
@@ -178,8 +445,10 @@ def acquire(session_id, task_id):
     db.session.commit()
     if row is None:
         current = db.session.get(CloudSession, session_id, populate_existing=True)
-        if current is None or current.status != ACTIVE:
+        if current is None:
             raise ApiError(409, "Session Ended", f"Cloud browser session '{session_id}' has ended.")
+        if current.status != ACTIVE:
+            raise _ended(current)
     return row
 
 
@@ -199,22 +468,8 @@ def expire_idle():
         CloudSession.last_used_at < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, CloudSession.timeout_seconds),
         ~queued)).scalars().all() if _is_postgres() else _expired_sqlite(queued)
     db.session.commit()
-    return sum(1 for session_id in idle if not _used_over_cdp(session_id) and end(session_id, "timed_out"))
-
-
-def _used_over_cdp(session_id):
-    """A CDP caller's commands are use (the relay touches a file, app/sessions/browsers.last_cdp_use): a session used
-    so within its timeout gets that time as its last use, and stays."""
-    used = browsers.last_cdp_use(current_app.config, session_id)
-    timeout = db.session.execute(select(CloudSession.timeout_seconds).where(CloudSession.id == session_id)).scalar()
-    if used is None or timeout is None or time.time() - used >= timeout:
-        db.session.commit()
-        return False
-    kept = db.session.execute(
-        update(CloudSession).where(CloudSession.id == session_id, CloudSession.status == ACTIVE)
-        .values(last_used_at=datetime.fromtimestamp(used, timezone.utc)).returning(CloudSession.id)).first()
-    db.session.commit()
-    return kept is not None
+    # A CDP caller's commands are use too: its relay writes them to the row (app/sessions/cdp_session.py).
+    return sum(1 for session_id in idle if end(session_id, "timed_out"))
 
 
 def _expired_sqlite(queued):
@@ -260,19 +515,29 @@ def purge_ended_files():
 
 # Files the session's browser downloaded (local sessions: its downloads directory).
 
+def keep_downloads(api_key_id, session_id, task_id=None):
+    """Move the session's finished downloads out of its browser's folder into the service's (0600: a browser
+    cannot swap a listed file for a link), and make each new one a file of the key (of `task_id`, the task
+    driving the session, if any): app/files/service.keep_downloads's list."""
+    config = current_app.config
+    if not browsers.session_dir(config, session_id).is_dir():
+        return []  # its browser runs on another machine (or is gone): its downloads are listed there
+    moved = sandbox.collect_downloads(browsers.downloads_dir(config, session_id), browsers.files_dir(config, session_id))
+    return files.keep_downloads(api_key_id, browsers.files_dir(config, session_id), moved, task_id=task_id,
+                                session_id=session_id)
+
+
 def downloads(api_key_id, session_id):
+    """The files the session's browser downloaded, from the database (the holding machine stores them: at each
+    task's end, every second while no task runs, and at the session's end; here too when this machine holds it)."""
     row = get(api_key_id, session_id)
-    items = []
-    if browsers.session_dir(current_app.config, row.id).is_dir():
-        # Out of the browser's folder into the service's (0600): a browser cannot swap a listed file for a link.
-        sandbox.collect_downloads(browsers.downloads_dir(current_app.config, row.id),
-                                       browsers.files_dir(current_app.config, row.id))
-    folder = browsers.files_dir(current_app.config, row.id)
-    if folder.is_dir():
-        for entry in sorted(folder.iterdir()):
-            if entry.is_file() and not entry.is_symlink():
-                items.append({"key": entry.name, "file_name": entry.name, "size": entry.stat().st_size})
-    return {"session_id": row.id, "downloaded_files": items}
+    keep_downloads(row.api_key_id, row.id, task_id=row.busy_task_id)
+    stored = db.session.execute(select(StoredFile.key, StoredFile.filename, StoredFile.size).where(
+        StoredFile.api_key_id == row.api_key_id, StoredFile.session_id == row.id)
+        .order_by(StoredFile.filename, StoredFile.created_at)).all()
+    db.session.commit()
+    return {"session_id": row.id, "downloaded_files": [
+        {"key": key, "file_name": filename, "size": size} for key, filename, size in stored]}
 
 
 def _download_signer():
@@ -288,45 +553,33 @@ def download_token(api_key_id, session_id, key):
 
 
 def downloaded_file(token):
-    """(path, filename) for a token from download_token; 403 if wrong or expired, 404 if the file is gone."""
+    """(readable data, filename) for a token from download_token; 403 if wrong or expired, 404 if the file is
+    gone."""
     try:
         claims = _download_signer().loads(token, max_age=DOWNLOAD_URL_TTL)
     except SignatureExpired:
         raise ApiError(403, "Forbidden", "This download link has expired; ask for a new one.") from None
     except BadSignature:
         raise ApiError(403, "Forbidden", "This download link is not valid.") from None
-    path = browsers.files_dir(current_app.config, claims["s"]) / os.path.basename(claims["k"])
-    if path.is_symlink() or not path.is_file():
+    stored = db.session.get(StoredFile, claims["k"])
+    db.session.commit()
+    if stored is None or stored.session_id != claims["s"] or stored.data is None:
         raise ApiError(404, "File Not Found", "The file is no longer available.")
-    return path, path.name
+    return io.BytesIO(stored.data), stored.filename
 
 
 # CDP access (CloudBrowserEnvironment): a credential for one session, checked by the session's proxy.
 
-def create_with_cdp(api_key_id, name, timeout):
-    """A session plus DevTools access through its own authenticating proxy: (row, token)."""
-    row, pooled = _create(api_key_id, name, timeout, cdp=True)
+def create_with_cdp(api_key_id, name, timeout, profile=None, proxy=None):
+    """A session plus DevTools access through the web tier's authenticating relay (app/sessions/cdp_web.py):
+    (row, token). The credential is sealed in the row from the start; any web process relays it."""
     token = secrets.token_urlsafe(32)
-    try:
-        if pooled:  # its relay runs already: it serves this token from now on
-            browsers.write_cdp_token(current_app.config, row.id, hash_token(token))
-            pid, port, path = pooled.relay
-        else:
-            # On a Grid the browser's files are on another machine: no download folder of ours for CDP downloads.
-            downloads = None if row.host == "grid" else browsers.downloads_dir(current_app.config, row.id)
-            pid, port, path = browsers.start_cdp_proxy(current_app.config, row.debugger_address, hash_token(token),
-                                                       downloads, browsers.cdp_activity_file(current_app.config, row.id))
-    except (browsers.LaunchFailed, OSError) as exc:
-        end(row.id, "failed")
-        raise ApiError(503, "Browser Unavailable", f"CDP access could not be set up: {exc}") from None
-    host = current_app.config["CDP_PUBLIC_HOST"] or public_host()
-    url = f"ws://{host}:{port}{path}"
+    row = _create(api_key_id, name, timeout, token=token, profile=profile, proxy=proxy)
     updated = db.session.execute(
         update(CloudSession).where(CloudSession.id == row.id, CloudSession.status == ACTIVE)
-        .values(cdp_token_sealed=seal(token), cdp_proxy_pid=pid, cdp_url=url).returning(CloudSession.id)).first()
+        .values(cdp_url=cdp_web.public_url(current_app.config, row.id)).returning(CloudSession.id)).first()
     db.session.commit()
     if updated is None:  # stopped meanwhile
-        browsers.terminate(None, None, row.host, None, None, extra_pids=(pid,))
         raise ApiError(409, "Session Ended", f"Cloud browser session '{row.id}' was stopped while starting.")
     return get(api_key_id, row.id), token
 
@@ -341,10 +594,6 @@ def cdp_auth_headers(api_key_id, cdp_url):
         raise ApiError(409, "Session Ended", f"Cloud browser session '{row.id}' has ended.")
     return {"auth_headers": {"Authorization": f"Bearer {unseal(row.cdp_token_sealed)}"},
             "cloud_browser_session_id": row.id}
-
-
-def hash_token(token):
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _login_signer():

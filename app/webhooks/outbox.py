@@ -23,6 +23,8 @@ def payload(task, status, callback):
     body = {"text": response.get("text", "")}
     if task.options.get("responseFormat"):
         body["structuredOutput"] = response.get("structuredOutput")
+    if response.get("files"):  # as the poll shows them: the files the task's browser downloaded
+        body["files"] = response["files"]
     return json.dumps({
         "requestId": task.id,
         "secret": (callback or {}).get("secret"),

@@ -5,6 +5,7 @@ nothing. Both directions wake through the process's one Postgres LISTEN connecti
 `wait: true` uses: `window:<id>` when a command is queued, `command:<id>` when its result is in.
 """
 import json
+import re
 import time
 
 from flask import current_app
@@ -27,8 +28,10 @@ SDK_ACTIONS = ("go_to_url", "get_url", "get_screenshot", "get_full_html", "get_s
                "save_pdf_file", "user_approval", "prompt_for_user_input", "prompt_for_user_file",
                "read_excel_sheet", "write_excel_sheet", "read_google_sheet", "write_google_sheet",
                "append_google_sheet_row")
-# Answered here, never sent to the window: the Excel actions work on the key's uploads (app/windows/workbooks).
-WORKBOOK_ACTIONS = {"read_excel_sheet": workbooks.read, "write_excel_sheet": workbooks.write}
+# Never sent to the window: the Excel actions work on the key's uploads (app/windows/workbooks), checked here
+# and run by a worker, which claims their command row by its id (the window's own server never takes it).
+WORKBOOK_ACTIONS = ("read_excel_sheet", "write_excel_sheet")
+WORKBOOK_TASK = "workers.answer_workbook_action"
 # Need an outside account this service has no way to reach: a clear error the SDK raises as NaradaError.
 GOOGLE_SHEETS_ACTIONS = ("read_google_sheet", "write_google_sheet", "append_google_sheet_row")
 # The actions whose fallback (no element matched, or nothing to match) is the model's.
@@ -158,7 +161,8 @@ def _deliver(window_ids, running):
     rows = db.session.execute(
         update(WindowCommand)
         .where(WindowCommand.window_id.in_(window_ids), WindowCommand.state.in_(("pending", "delivered")),
-               WindowCommand.id.not_in(running), WindowCommand.expires_at > now())
+               WindowCommand.id.not_in(running), WindowCommand.expires_at > now(),
+               WindowCommand.name.not_in(WORKBOOK_ACTIONS))
         .values(state="delivered", delivered_at=now())
         .returning(WindowCommand.id, WindowCommand.window_id, WindowCommand.task_id, WindowCommand.name,
                    WindowCommand.args, WindowCommand.expires_at, WindowCommand.created_at)).all()
@@ -173,7 +177,7 @@ def claim_next(window_id):
     `FOR UPDATE SKIP LOCKED` then pending → delivered, so a command another server took is never run again."""
     oldest = (select(WindowCommand.id)
               .where(WindowCommand.window_id == window_id, WindowCommand.state == "pending",
-                     WindowCommand.expires_at > now())
+                     WindowCommand.expires_at > now(), WindowCommand.name.not_in(WORKBOOK_ACTIONS))
               .order_by(WindowCommand.created_at).limit(1).with_for_update(skip_locked=True).scalar_subquery())
     row = db.session.execute(
         update(WindowCommand).where(WindowCommand.id == oldest, WindowCommand.state == "pending")
@@ -187,7 +191,7 @@ def claim_next(window_id):
 def has_pending(window_id):
     found = db.session.execute(select(WindowCommand.id).where(
         WindowCommand.window_id == window_id, WindowCommand.state == "pending",
-        WindowCommand.expires_at > now()).limit(1)).first() is not None
+        WindowCommand.expires_at > now(), WindowCommand.name.not_in(WORKBOOK_ACTIONS)).limit(1)).first() is not None
     db.session.commit()
     return found
 
@@ -207,16 +211,38 @@ def post_result(api_key_id, command_id, result):
         problem = _shape_problem(RESULT_SHAPES.get(command.name), result["data"])
         if problem:
             raise ApiError(400, "Invalid Request", f"data: a '{command.name}' result {problem}.")
+    db.session.execute(update(BrowserWindow).where(BrowserWindow.id == command.window_id)
+                       .values(last_seen_at=now()))
+    return {"accepted": _finish(command_id, result)}
+
+
+def _finish(command_id, result):
+    """Store a command's first answer and wake its sender; True if this answer was the first."""
     done = db.session.execute(
         update(WindowCommand).where(WindowCommand.id == command_id,
                                     WindowCommand.state.in_(("pending", "delivered")))
         .values(state="done", result=seal(result), completed_at=now())).rowcount
-    db.session.execute(update(BrowserWindow).where(BrowserWindow.id == command.window_id)
-                       .values(last_seen_at=now()))
     if done:
         _notify(f"command:{command_id}")
     db.session.commit()
-    return {"accepted": bool(done)}
+    return bool(done)
+
+
+def answer_workbook_command(command_id):
+    """A worker's part of an Excel action: claim its command (unless it was withdrawn or expired), run it, answer.
+    Returns the action's name, or None when there was nothing to run."""
+    row = db.session.execute(
+        update(WindowCommand).where(WindowCommand.id == command_id, WindowCommand.state == "pending",
+                                    WindowCommand.name.in_(WORKBOOK_ACTIONS), WindowCommand.expires_at > now())
+        .values(state="delivered", delivered_at=now())
+        .returning(WindowCommand.name, WindowCommand.args, WindowCommand.window_id)).first()
+    if row is None:
+        db.session.commit()
+        return None
+    api_key_id = db.session.get(BrowserWindow, row.window_id).api_key_id
+    db.session.commit()  # no transaction while the workbook is worked on
+    _finish(command_id, workbooks.answer(api_key_id, row.name, _opened(row.args) or {}))
+    return row.name
 
 
 def _shape_problem(shape, data):
@@ -252,8 +278,8 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
 
     Raises CommandTimeout when no result came within `timeout` seconds, CommandStopped when `should_stop()`
     turned true; the command is then withdrawn so a late extension never runs it. The result wakes this
-    thread through NOTIFY; `should_stop` is read between slices of the wait. `on_queued()` runs once the
-    command is committed (who serves it then finds it)."""
+    thread through NOTIFY; `should_stop` is read between slices of the wait. `on_queued(command_id)` runs once
+    the command is committed (who serves it then finds it)."""
     # created_at given, not left to the column default: SQLite databases made before 0013 was fixed have
     # DEFAULT now(), a function SQLite does not have.
     command = WindowCommand(window_id=window_id, name=name, args=seal(args or {}), task_id=task_id,
@@ -269,7 +295,7 @@ def send_command(window_id, name, args, timeout, task_id=None, action_execution_
         db.session.commit()
         if on_queued is not None:
             try:
-                on_queued()
+                on_queued(command_id)
             except Exception:
                 # Whoever was asked to serve it was not reached (the queue is down). A server still running may
                 # have taken it already, and then its result is awaited; else it is withdrawn, never run late.
@@ -332,21 +358,41 @@ def run_extension_action(api_key_id, body):
     answered = _answered_here(api_key_id, name, action)  # after the window's check: the same 404s for every action
     if answered is not None:
         return answered
-    session_id = None if session is None else session.id
     config = current_app.config
     ceiling = config["EXTENSION_ACTION_MAX_SECONDS"]
     timeout = min(body.get("timeout") or config["WINDOW_COMMAND_TIMEOUT_SECONDS"], ceiling)
     try:
         result = send_command(window_id, name, action, timeout, action_execution_id=body["actionExecutionId"],
-                              on_queued=session_id and (lambda: sessions.serve_actions(session_id)))
+                              on_queued=_server(name, None if session is None else session.id))
     except CommandTimeout as exc:
         raise ApiError(504, "Gateway Timeout", f"{exc} The action was withdrawn.") from None
+    if result.get("refused"):  # the worker found what only the parsed workbook shows (an open range too wide)
+        raise ApiError(400, "Invalid Request", f"action: {result.get('error')}")
     data, error = result.get("data"), result.get("error")
+    if name == "save_pdf_file" and isinstance(data, dict) and "name" in data:
+        data = {**data, "name": base_name(data["name"], "document.pdf")}
     if name in MODEL_ACTIONS and error and error.startswith(NO_MATCH) and not model_configured():
         error = f"{error} {_no_model(action)}"
     return {"status": result.get("status", "error"),
             "data": None if data is None else json.dumps(data),
             "error": error}
+
+
+def _server(name, session_id):
+    """Who is asked to answer a committed command (`on_queued`): a worker for the Excel actions (the web process
+    only waits for them) and for a kept session's; an extension polls for its own."""
+    if name in WORKBOOK_ACTIONS:
+        return lambda command_id: sessions.publish_action(WORKBOOK_TASK, [command_id])
+    if session_id is not None:
+        return lambda _: sessions.serve_actions(session_id)
+    return None
+
+
+def base_name(name, default):
+    """A file name the caller can save under as it is: the page chose it, so `../../../tmp/x.pdf` is `x.pdf`."""
+    last = re.split(r"[\\/]", str(name))[-1]
+    last = "".join(c for c in last if c.isprintable()).strip().lstrip(".")
+    return last[:200] or default
 
 
 def model_configured():
@@ -362,12 +408,14 @@ def _no_model(action):
 
 def _answered_here(api_key_id, name, action):
     """The result of an action that needs no browser (or no browser can do), else None."""
-    if name in WORKBOOK_ACTIONS:
+    if name in WORKBOOK_ACTIONS:  # checked here, before a worker is asked: bad input is an immediate 400
         try:
-            data = WORKBOOK_ACTIONS[name](api_key_id, action)
+            workbooks.check(api_key_id, name, action)
+        except workbooks.WorkbookRefused as exc:
+            raise ApiError(400, "Invalid Request", f"action: {exc}") from None
         except workbooks.WorkbookError as exc:
             return {"status": "error", "data": None, "error": str(exc)}
-        return {"status": "success", "data": None if data is None else json.dumps(data), "error": None}
+        return None
     if name in GOOGLE_SHEETS_ACTIONS:
         return {"status": "error", "data": None,
                 "error": f"'{name}' needs a Google account reached over the internet, which this service does not "

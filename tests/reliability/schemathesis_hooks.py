@@ -23,12 +23,16 @@ DESCRIBED_FIELD_ERRORS = (  # validation: "<field>: <problem>" parts, one per fi
     "script: ",  # a replay script is the object GET …/script returns (the field's description), checked as such
     "executionMode: a replay needs a browser",  # replayOf/script/scriptId with cloud (replayOf's description)
     "replayOf: give one of", "script: give one of", "scriptId: give one of",  # two of them (replayOf's description)
+    # A browser of ours only: cloud_browser, not a task in a kept session (the fields' descriptions).
+    "profile: profile needs a browser", "profile: a kept session's browser takes",
+    "proxy: proxy needs a browser", "proxy: a kept session's browser takes", "proxy: the ", "profile: this task's agent",
+    "proxy: server: ",  # an address the egress check refuses, or a name that does not resolve (its description)
 )
 SUBMIT_FIELDS = ("prompt", "browserWindowId", "executionMode", "clearChat", "previousRequestId", "generateGif",
                  "responseFormat", "attachments", "timeZone", "mcpServers", "secretVariables", "inputVariables",
                  "chatHistory", "additionalContext", "reasoningMode", "callbackUrl", "callbackSecret",
                  "callbackHeaders", "wait", "cloudBrowserSessionName", "cloudBrowserSessionId", "allowedDomains",
-                 "replayOf", "script", "scriptId", "body")
+                 "replayOf", "script", "scriptId", "profile", "proxy", "body")
 ITEM_INDEX = re.compile(r"^(\w+: )\d+: ")
 FIELD_PART = re.compile(r"(?:^| )(?=(?:" + "|".join(SUBMIT_FIELDS) + r"): )")
 

@@ -13,7 +13,7 @@ import requests
 
 from app import lifecycle
 from tests.conftest import make_key
-from tests.processes import ROOT, WebProcess
+from tests.processes import ROOT, WebProcess, WorkerProcess
 from tests.reliability.conftest import REPORT
 
 EXAMPLES = int(os.environ.get("CONTRACT_FUZZ_EXAMPLES", "150"))  # per operation and phase
@@ -39,6 +39,11 @@ include-path = "/fast/v2/remote-dispatch"
 include-method = "POST"
 # Replaced by submit_accepts_what_its_document_allows (schemathesis_hooks.py).
 checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path = "/fast/v2/files/presigned-upload"
+# A GET of this URL is the route of a file by its key (no file has this one: 404): its OPTIONS rightly allows GET.
+checks.allow_header_conformance.enabled = false
 """
 
 
@@ -65,10 +70,14 @@ def test_the_server_does_what_its_openapi_document_says(app, tmp_path):
     plans = {"fuzz": {"requests": "1000000/minute", "polls": "1000000/minute"}}
     web = WebProcess({"RATE_LIMIT_PLANS": json.dumps(plans), "WAIT_TIMEOUT_SECONDS": "0.05",
                       "WEB_CONCURRENCY": "1"})
+    worker = None
     try:
         key = make_key("fuzz", "fuzz")
+        # The tasks are made and settled before a worker consumes `tasks`: one would otherwise run them first.
+        ids = tasks_to_find(web.base, key)
+        worker = WorkerProcess(queues="tasks", concurrency=2, name="fuzz")  # it starts the kept sessions' browsers
         config = tmp_path / "schemathesis.toml"
-        config.write_text(CONFIG.format(ids=json.dumps(tasks_to_find(web.base, key))))
+        config.write_text(CONFIG.format(ids=json.dumps(ids)))
         st = Path(sys.executable).with_name("st")
         run = subprocess.run(
             [str(st), "--config-file", str(config), "run", web.base + "/openapi.json",
@@ -77,6 +86,8 @@ def test_the_server_does_what_its_openapi_document_says(app, tmp_path):
             cwd=ROOT, env={**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)}, capture_output=True, text=True,
             timeout=1700)
     finally:
+        if worker is not None:
+            worker.stop()
         web.stop()
     output = run.stdout + run.stderr
     generated = re.search(r"(\d+) generated", output)

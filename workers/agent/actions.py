@@ -2,6 +2,8 @@
 import json
 from dataclasses import dataclass, field
 
+from app.scripts.format import points_text
+
 
 @dataclass
 class Action:
@@ -37,6 +39,11 @@ def params(required=(), **properties):
 
 
 STRING = {"type": "string"}
+NUMBER = {"type": "number"}
+# The web agent's answer says what on the page shows the task done: the completion check looks for it there.
+EXPECT = {"type": "string", "maxLength": 200,
+          "description": "Text the page now shows because the task is done, copied from the page view."}
+ANSWER_VARIABLE = "answer"  # hitlInputMetadata.action.variables' one name; `{{answer}}` in a built-in step
 
 
 @dataclass
@@ -60,6 +67,7 @@ class Outcome:
     text: str
     structured: object = None
     hitl: dict | None = None
+    expect: str | None = None  # the web agent's answer: what the page shows when done (the completion check's)
 
 
 class Finish(Exception):
@@ -94,6 +102,10 @@ def describe(name, args):
     if name == "use_tool":
         arguments = json.dumps(args.get("arguments") or {}, ensure_ascii=False)
         return f"use {args.get('server')}.{args.get('tool')} with {arguments}"
+    if name == "drag":
+        return _drag_line(args)
+    if name == "draw":
+        return f'draw on "{args.get("target")}" through {points_text(args.get("points"))}'
     if "__" in name and name not in DESCRIPTIONS:  # an MCP tool offered to the model as <label>__<tool>
         server, tool = name.split("__", 1)
         return f"use {server}.{tool} with {json.dumps(args, ensure_ascii=False)}"
@@ -101,3 +113,10 @@ def describe(name, args):
         return DESCRIPTIONS[name].format(**args)
     except (KeyError, ValueError, IndexError):
         return f"{name} {json.dumps(args, ensure_ascii=False)}" if args else name
+
+
+def _drag_line(args):
+    """drag "Item 3" to "Done", or drag "Slider" by 40,0: what was dragged, and where."""
+    if args.get("target") not in (None, ""):
+        return f'drag "{args.get("source")}" to "{args.get("target")}"'
+    return f'drag "{args.get("source")}" by {args.get("x", 0):g},{args.get("y", 0):g}'

@@ -1,37 +1,57 @@
 """The web agent in a real browser: the browser tools, and the page view the model gets after every action."""
+import contextlib
 import logging
+import os
 import time
 from dataclasses import replace
 from urllib.parse import urljoin, urlsplit
 
+from app.crypto import unseal
 from app.dispatch import recordings
+from app.extensions import db
 
 from . import page_view
-from .actions import STRING, Finish, Observation, Tool, params
+from .actions import NUMBER, STRING, Finish, Observation, Outcome, Tool, params
 from .environment import MAX_OBSERVATION_CHARS, Environment
+from .loop import trace_entry
 from .secrets import unknown_placeholder
 
 from workers.browser import recording
 from workers.browser.base import BrowserError
 
 log = logging.getLogger(__name__)
+POINTS = {"type": "array", "minItems": 2, "items": {"type": "array", "items": NUMBER, "minItems": 2, "maxItems": 2}}
 WEB = ("http", "https")
 ENDINGS_WITHOUT_PAGE = ("answer", "ask_user", "fail", "wait", "current_time", "read_attachment")
 BLANK = ("", "about:blank", "data:,", "chrome://newtab/")
+# A GIF frame of a task with secrets: a value typed from ${NAME} into a text field (a one-time code, a password in
+# a plain field) would be in the picture, so text fields are drawn as dots while the screenshot is taken.
+MASK_FIELDS = """(function (on) {
+  var id = "rd-gif-mask", old = document.getElementById(id);
+  if (old) old.remove();
+  if (!on) return;
+  var style = document.createElement("style");
+  style.id = id;
+  style.textContent = "input:not([type]),input[type=text],input[type=email],input[type=search],input[type=tel]," +
+    "input[type=url],input[type=number],textarea{-webkit-text-security:disc!important}";
+  (document.head || document.documentElement).appendChild(style);
+})(%s);"""
 
 
 class BrowserEnvironment(Environment):
     """The web agent in a real browser. Drivers (Selenium, the extension) implement `workers.browser.base.Browser`;
     subclasses say how to get one (`start_browser`). With `generateGif` a screenshot follows each action; with
     `screenshots` (a vision model) one goes to the model beside each page view. A Selenium browser's run is
-    recorded (workers/browser/recording.py): the page's events are drained with each page view."""
+    recorded (workers/browser/recording.py): the page's events are taken after each page view."""
 
     screenshots = False  # set by the runner when the planner shows the model images (LLM_VISION)
     acted_on = None  # page.js's description of the element the last action acted on, or None
     script_hook = None  # workers.replay.recorder.ScriptHook, set by the runner
-    redact = None  # the task's Secrets.redact, set by the runner: applied to the recording's events
+    secrets = None  # the task's Secrets, set by the runner: the recording masks their values
+    masks_fields = False  # set by the runner for a task with secrets: GIF frames show text fields as dots
     person = None  # workers.agent.takeover.PersonControl once live viewers can watch (go_live)
     starts_blank = False  # a browser started for the task (one blank tab), not a window or session in use
+    kept = False  # the browser was kept at the task's input-required pause (workers/browser/parking.py)
 
     def __init__(self, task, should_stop, config):
         super().__init__(task, should_stop)
@@ -70,17 +90,36 @@ class BrowserEnvironment(Environment):
         raise NotImplementedError
 
     def _resume_page(self):
-        """After an input-required pause the browser was closed: reopen the page the run paused on. True if it did."""
+        """After an input-required pause: a browser kept since the pause goes on as it is; a fresh one takes up the
+        pause's snapshot (cookies, storage, tabs) or, without one, reopens the page the run paused on. True if it did
+        either; `resumed` is then the trace entry that says which happened."""
         task = self.task
-        if task.hitl and "answer" in task.hitl and task.trace:
-            url = next((e.get("url") for e in reversed(task.trace) if e.get("url")), None)
-            if url:
-                try:
-                    self.browser.open(url)
-                except BrowserError as exc:
-                    log.warning("task %s: could not reopen %s after the pause: %s", task.id, url, exc)
-                return True
-        return False
+        if not (task.hitl and "answer" in task.hitl and task.trace):
+            return False
+        start = time.time()
+        if self.kept:
+            what = "resumed in the browser kept since the pause (same tabs, page, cookies and storage)"
+        else:
+            what = self._restore(task)
+        self.resumed = trace_entry(self.url(), what, start, time.time())
+        return True
+
+    def _restore(self, task):
+        snapshot = unseal(task.pause_snapshot) if getattr(task, "pause_snapshot", None) else None
+        if snapshot and hasattr(self.browser, "restore"):
+            try:
+                self.browser.restore(snapshot)
+                return ("resumed in a fresh browser with the pause's snapshot restored (cookies, storage, tabs): "
+                        "the kept browser had been let go")
+            except BrowserError as exc:
+                log.warning("task %s: the pause's snapshot could not be restored: %s", task.id, exc)
+        url = next((e.get("url") for e in reversed(task.trace) if e.get("url")), None)
+        if url:
+            try:
+                self.browser.open(url)
+            except BrowserError as exc:
+                log.warning("task %s: could not reopen %s after the pause: %s", task.id, url, exc)
+        return "resumed in a fresh browser on the page of the pause (no snapshot: cookies and storage are gone)"
 
     def tools(self, response_schema=None):
         # Few tools with short descriptions: the page view follows every action, so there is no read tool,
@@ -102,9 +141,16 @@ class BrowserEnvironment(Environment):
             Tool("type", "Type text into a field (replaces its text).",
                  params(["target", "text"], target=target, text=STRING),
                  offered=params(["target", "text"], target=number, text=STRING)),
-            Tool("select", "Choose an option of a select element.",
+            Tool("select", "Choose an option of a select element or a drop-down (combobox, listbox) by its text.",
                  params(["target", "option"], target=target, option=STRING),
                  offered=params(["target", "option"], target=number, option=STRING)),
+            Tool("drag", "Drag an element onto another (target), or by x,y pixels (a slider's handle).",
+                 params(["source"], source=target, target=target, x=NUMBER, y=NUMBER),
+                 offered=params(["source"], source=number, target=number, x=NUMBER, y=NUMBER)),
+            Tool("draw", "Draw a path with the pointer on an element (a canvas): through points, [x, y] pixels from "
+                 "its top-left corner.",
+                 params(["target", "points"], target=target, points=POINTS),
+                 offered=params(["target", "points"], target=number, points=POINTS)),
             Tool("press", "Press a key, e.g. Enter.", params(["key"], key=STRING)),
             Tool("scroll", "Scroll the page to see more.",
                  params(["direction"], direction={"type": "string", "enum": ["down", "up"]})),
@@ -122,6 +168,8 @@ class BrowserEnvironment(Environment):
         if self.browser is None or not self.browser.live_endpoint:
             return
         self.person = person
+        person.deadline, person.here = (lambda: self.deadline), self.url  # for a pause inside a step
+        self.browser.paused_seconds = lambda: person.paused_seconds
         # A browser that was just started has one blank tab, which viewers attach to by themselves: no WebDriver
         # round trips before the first step (a pooled browser's task reaches its first page sooner).
         where = {} if self.blank else {"targetId": self.browser.live_target(), "url": self.url()}
@@ -137,6 +185,21 @@ class BrowserEnvironment(Environment):
 
     def between_steps(self):
         return self.person.between_steps(self.deadline, self.url) if self.person is not None else []
+
+    def paused_seconds(self):
+        return self.person.paused_seconds if self.person is not None else 0.0
+
+    def _loading(self, load):
+        """A page load (chromedriver blocks until it ends): a person may take control meanwhile (the agent sends no
+        input while loading), and the run pauses for them when the load ends, before the page view is read."""
+        if self.person is None:
+            return load()
+        self.person.publish(loading=True)
+        try:
+            return load()
+        finally:
+            self.person.publish(loading=False)
+            self.should_stop()  # the safe point: a takeover asked for during the load holds the run here
 
     def fresh_page(self):
         try:
@@ -182,7 +245,9 @@ class BrowserEnvironment(Environment):
         return observation
 
     def _execute(self, action):
-        if self.recording is not None:  # a marker where this action starts (the events come with the page views)
+        if self.recording is not None:  # a marker where this action starts (the events come after the page views)
+            if not self.steps and self.secrets is not None:
+                self.recording.use_secrets(self.secrets.forms())
             self.recording.mark({"step": self.steps, "action": action.name})
         self.steps += 1
         observation = super().execute(action)
@@ -198,6 +263,9 @@ class BrowserEnvironment(Environment):
         refusals = egress.new_refusals() if egress is not None else []
         if not refusals:
             return observation
+        if failed := [r for r in refusals if r.get("kind") == "upstream"]:
+            # The caller's proxy refused its credentials or cannot be reached: no later step can work either.
+            raise Finish(Outcome("error", f"The task's network path failed: {failed[0]['reason']}."))
         refused = page_view.refusal_lines(refusals)
         # A navigation the proxy refused over HTTPS fails in Chromium as net::ERR_TUNNEL_CONNECTION_FAILED, which
         # says nothing: the failure naming the refused host gets the policy's reason (the fence and the host).
@@ -213,18 +281,24 @@ class BrowserEnvironment(Environment):
         return replace(observation, text=why, refused=refused, failed=True)
 
     def record(self):
+        masked = False
         try:
+            if self.masks_fields:  # if the page refuses the mask, no frame rather than one that may show a secret
+                self.browser.run_js(MASK_FIELDS % "true")
+                masked = True
             self.recorder.add(self.browser.screenshot())
         except (BrowserError, OSError, ValueError):  # a recording must never fail the task
             log.warning("task %s: screenshot for the GIF failed", self.task.id, exc_info=True)
+        finally:
+            if masked:
+                with contextlib.suppress(BrowserError):
+                    self.browser.run_js(MASK_FIELDS % "false")
 
     def _view(self, prefix=""):
         """The page after an action: what the action did, then the page view (and a screenshot for vision)."""
-        if self.recording is None:  # (the extension's client mode has no recording, and its read no `also`)
-            reading = self.browser.read(max_chars=self.view_chars)
-        else:  # the recording's events so far, drained in the same call
-            reading = self.browser.read(max_chars=self.view_chars, also=self.recording.drain_script)
-            self.recording.take(reading.also)
+        reading = self.browser.read(max_chars=self.view_chars)
+        if self.recording is not None:  # the recording's events so far
+            self.recording.pull()
         image = None
         if self.screenshots:
             try:
@@ -261,7 +335,7 @@ class BrowserEnvironment(Environment):
             url = urljoin(here, url)  # a path on the current page's site, as a link's href would be
         elif "://" not in url and not url.startswith(("data:", "about:")):
             url = "https://" + url
-        return self._act(lambda: self.browser.open(check_typed_url(url)))
+        return self._act(lambda: self._loading(lambda: self.browser.open(check_typed_url(url))))
 
     def do_read_page(self):
         return self._act(lambda: None)
@@ -270,12 +344,37 @@ class BrowserEnvironment(Environment):
         return self._act(lambda: self.browser.click(target), lambda info: f"clicked {page_view.element_line(info)}")
 
     def do_type(self, target, text):
-        # `text` holds real secret values here: the observation names the field, never the text.
-        return self._act(lambda: self.browser.type(target, text), lambda info: f"typed into {page_view.element_line(info)}")
+        # `text` holds real secret values here: the observation names the field, never the text, and the recording
+        # masks every element that gets the keys (an OTP widget moves the focus from box to box) for good.
+        guard = self.recording is not None and self.secrets is not None and self.secrets.holds(text)
+        if guard:
+            self.recording.guard(True)
+        try:
+            return self._act(lambda: self.browser.type(target, text),
+                             lambda info: f"typed into {page_view.element_line(info)}")
+        finally:
+            if guard:
+                self.recording.guard(False)
 
     def do_select(self, target, option):
         return self._act(lambda: self.browser.select(target, option),
                          lambda info: f"selected {info.get('selected')!r} in [{info.get('index')}]")
+
+    def do_drag(self, source, target=None, x=0, y=0):
+        """Onto `target`, or by (x, y) pixels when no target is given."""
+        offset = None if target not in (None, "") else (float(x or 0), float(y or 0))
+        return self._act(lambda: self.browser.drag(source, None if offset else target, offset),
+                         lambda result: "dragged " + page_view.drag_line(result, offset))
+
+    def do_draw(self, target, points):
+        try:
+            path = [(float(x), float(y)) for x, y in points]
+        except (TypeError, ValueError):
+            path = []
+        if len(path) < 2:
+            return Observation("draw needs points: at least two [x, y] pairs.", self.url(), failed=True)
+        return self._act(lambda: self.browser.draw(target, path),
+                         lambda info: f"drew through {len(path)} points on [{info.get('index')}]")
 
     def do_press(self, key):
         return self._act(lambda: self.browser.press(key), lambda _: f"pressed {key}")
@@ -294,7 +393,7 @@ class BrowserEnvironment(Environment):
                          lambda _: Observation(f"the page shows {text!r}", self.url()))
 
     def do_go_back(self):
-        return self._act(self.browser.back, lambda _: "went back")
+        return self._act(lambda: self._loading(self.browser.back), lambda _: "went back")
 
     def do_switch_tab(self, index):
         return self._act(lambda: self.browser.switch_tab(int(index)), lambda _: f"tab {index}")
@@ -310,15 +409,47 @@ class BrowserEnvironment(Environment):
     def close(self):
         browser = self.browser
         try:
-            if self.recording is not None and browser is not None:
-                self.store_recording()
-            if self.recorder is not None and browser is not None:
-                self.store_gif()
+            self._store_run(browser)
+            if browser is not None:
+                self.wait_for_downloads()
         finally:
             if self.person is not None:
                 self.person.close()
             if browser is not None:
                 browser.close()
+        try:
+            self.downloads = self.keep_downloads() or []
+        except Exception:  # the task's outcome stands; its files are what could be kept
+            log.warning("task %s: its downloads could not be kept", self.task.id, exc_info=True)
+            db.session.rollback()  # the task's finish comes next, in a transaction of its own
+
+    # Downloads: each mode says where its browser saves them while it runs, and how they become files of the key
+    # once it is closed (or, for a kept session, let go of). `downloads` is what keep_downloads returned.
+    downloads = ()
+
+    def downloads_folder(self):
+        """Where the running browser saves its downloads, when this machine can see it (else None)."""
+        return None
+
+    def keep_downloads(self):
+        """Store what the task's browser downloaded as files of the key: app/files/service.keep_downloads's list."""
+        return []
+
+    def wait_for_downloads(self):
+        """A download still being written when the task ends (a click on a link was its last step) is waited for,
+        up to DOWNLOAD_WAIT_SECONDS: Chromium writes it as `<name>.crdownload` and renames it when done."""
+        folder = self.downloads_folder()
+        if not folder:
+            return
+        deadline = time.monotonic() + float(self.config.get("DOWNLOAD_WAIT_SECONDS", 10))
+        while time.monotonic() < deadline and any(name.endswith(".crdownload") for name in _names(folder)):
+            time.sleep(0.2)
+
+    def _store_run(self, browser):
+        if self.recording is not None and browser is not None:
+            self.store_recording()
+        if self.recorder is not None and browser is not None:
+            self.store_gif()
 
     def store_gif(self):
         from workers.browser.gifs import save_gif
@@ -331,6 +462,15 @@ class BrowserEnvironment(Environment):
     def store_recording(self):
         try:
             events = self.recording.finish()
-            recordings.store(self.task.id, self.redact(events) if self.redact is not None else events)
+            if self.secrets is not None:  # the values in every form, then four characters of their other forms
+                events = self.secrets.mask_pieces(self.secrets.redact(events), keep=("tagName",))
+            recordings.store(self.task.id, events)
         except Exception:  # a recording must never fail the task
             log.warning("task %s: the recording could not be stored", self.task.id, exc_info=True)
+
+
+def _names(folder):
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []

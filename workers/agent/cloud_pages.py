@@ -8,7 +8,7 @@ from .secrets import unknown_placeholder
 
 # The browser steps a cloud-mode task cannot run (the built-in planner's words for them).
 BROWSER_ONLY = ("click", "type", "press", "upload", "select", "scroll", "wait_for", "go_back", "switch_tab",
-                "hover", "read_page")
+                "hover", "read_page", "drag")
 
 
 class HttpPageEnvironment(Environment):

@@ -1,4 +1,7 @@
-"""Whether a web task was done, on evidence: the built-in rules, and the verdict a model's check returns."""
+"""Whether a web task was done, on evidence: the built-in rules, the trace's and the page's evidence, and the verdict
+a model's check returns. No rule reads the task's language: they compare what the task quotes and what the page
+labels with what the actions acted on, what the page shows with what the answer expects, and the page before and
+after the last action."""
 import re
 from dataclasses import dataclass
 
@@ -8,29 +11,16 @@ from . import page_view
 OFF_THE_PAGE = ("current_time", "read_attachment", "use_tool", "wait", "answer", "ask_user", "fail")
 URL = re.compile(r"\b(?:https?://|www\.)\S", re.I)
 WEB = re.compile(r"https?://", re.I)
-# What a task names in quotes: 'Click on the "ok" button', 'Enter "Kasie" into the field'.
-QUOTED = re.compile(r'"([^"\n]{1,100})"|\u201c([^\u201d\n]{1,100})\u201d')
-# A task that asks for something to be pressed or sent after typing: typed text alone does not do it.
-SUBMITS = re.compile(r"\b(press|click|submit|send|search|sign(?:s|ing)? in|log(?:s|ging)? ?in)\b", re.I)
-# A task that asks for something to be done on a page, not only read off it: no action, not done.
-ACTS = re.compile(r"\b(click|press|tap|enter|type|fill|select|choose|check|uncheck|tick|submit|send|search|close|"
-                  r"open|focus|drag|scroll|hover|upload|sign(?:s|ing)? in|log(?:s|ging)? ?in)\b", re.I)
-# A task that asks for a pointer gesture the web agent's actions cannot make (they click, type, choose, press keys
-# and scroll), unless the word is a label of the page ("Drag" on a button): dragging, dropping (not a "drop-down"),
-# drawing a figure (not "draw the number in the checkboxes", which clicks do).
-GESTURES = re.compile(r"\b(drag|drop)(?![\w-])|\b(draw)\s+(?:an?|the)\s+(?:\w+\s+)?"
-                      r"(?:line|circle|curve|shape|figure|square|rectangle|triangle)", re.I)
-# A task of more than one step ("Find the midpoint, then press submit", "Expand the section and click submit"):
-# one action, repeated, did not do it, unless a step asks for nothing ("Select nothing and click Submit").
-STEPS = re.compile(r"\bthen\b|\band\s+(?:then\s+)?(?:click|press|hit|tap|submit)\b", re.I)
-NOTHING = re.compile(r"\b(?:nothing|none)\b", re.I)
-# A task that asks a question: a repeat gives no answer to it.
-QUESTION = re.compile(r"\?|\btell (?:me|us)\b", re.I)
-# A task that asks to open a page (or scroll it), which opening it does; and the trace lines of actions that only
-# open, scroll or read a page.
-OPENS = re.compile(r"\b(?:open|go to|visit|navigate to|load|scroll)\b", re.I)
+# What a task names in quotes, in the quotation marks of many languages: "ok", “ok”, „ok“, «ok», 「ok」, 『ok』.
+# Quotes are punctuation, not words: they say the same in any language.
+QUOTED = re.compile(r'"([^"\n]{1,100})"|[\u201c\u201e]([^\u201c\u201d\n]{1,100})[\u201c\u201d]|\u00ab\s?([^\u00bb\n]{1,100}?)\s?\u00bb'
+                    r'|\u300c([^\u300d\n]{1,100})\u300d|\u300e([^\u300f\n]{1,100})\u300f')
+# A task that asks a question (a repeat gives no answer to it), in the question marks of many scripts.
+QUESTION = re.compile(r"[?\uff1f\u061f]")
+# Trace lines (our own words, whatever the task's language) of actions that only open, scroll or read a page.
 LOOKS = ("go to ", "go back", "scroll ", "switch to tab", "read page", "extract ", "wait for ")
-FILLS = ("type ", "select ")  # trace lines of actions that fill in a field and submit nothing
+# Targets whose click has no effect the page view shows: a text field (the click focuses it) or a drop-down.
+FIELDS = ("<input>", "<textarea>", "<select>")
 # Trace lines of steps that do nothing on a page (OFF_THE_PAGE as workers/agent/actions.py describes them), and of
 # the loop's own entries (a wait for the model).
 OFF_THE_PAGE_LINES = ("current time", "read attachment", "use ", "wait ", "waiting for", "waited for", "answer",
@@ -86,56 +76,97 @@ def rules(page_actions, last, must_act=True):
     return Verdict(True, "The actions ran and the last one succeeded.")
 
 
-def evidence(task, trace, repeat, page=""):
-    """What the trace shows against a model's run being done (a Verdict), or None. Small models answer without
-    acting, click the wrong element or type without submitting, then repeat themselves as if done; these rules
-    need no judge:
-    - the task asks to drag, drop or draw a figure, which no action of the web agent does;
-    - the task asks for something to be done (click, enter, select …) and no action was taken on the page (a
-      task that only starts on a page may be answered from it, unless it asks for that);
-    - the task asks to press, click or submit, and the last action on the page only filled a field.
+def evidence(task, trace, repeat, page="", expect=None, unchanged=False, answer=None, reading=False):
+    """What the trace and the page show against a model's run being done (a Verdict), or None. Small models answer
+    without acting, click the wrong element or type without submitting, then repeat themselves as if done. These
+    rules need no judge, and read no words of the task's language; `page` is the latest page view (the start page
+    when nothing was done), `expect` what the answer says the page shows when done, `unchanged` whether the last
+    action on the page left its view as it was:
+    - the answer expects the page to show a text that it does not show;
+    - the task names something that no action acted on, typed or chose: a name in quotes ('Click on the "ok"
+      button' after a click on Cancel; on an answer, only a name the page's elements carry), or the label of one
+      of the page's elements as the page writes it ('Select ZrLIee and click Submit'), unless the task asks a
+      question, which an answer may answer from the page;
+    - no action was taken on a page that offered elements to act on, and the answer names nothing the page shows
+      that bears it out: its `expect` (a text of the page that is neither an element's label nor the task's own
+      words), or the answer itself read off the page (a label too: a task that names the element is held to
+      acting on it by the rule above); a structured answer (`reading`: responseFormat's data) is a reading;
+    - the last action on the page changed nothing there (aside from opening or reading a page, which need not
+      change it, and a click on a text field, which focuses it).
     On a repeat (no answer given: the actions are all the evidence), also:
     - nothing was done on the page (a wait, again and again), or the task asks a question (a repeat answers none);
-    - the actions only opened, scrolled or read the page, and the task asks for more than that;
-    - the task names something that no action acted on, typed or chose: a name in quotes ('Click on the "ok"
-      button' after a click on Cancel), or the label of one of the page's elements (`page`, the latest page view),
-      as the page writes it ('Select ZrLIee and click Submit');
-    - the task has more than one step ("… then …", "… and click submit") and one action, done again and again,
-      is all the trace holds."""
+    - the actions only opened, scrolled or read the page, and the task gives no URL that opening was the task."""
     acted = [e for e in trace if "startTs" in e and "check" not in e and "by" not in e and "takeover" not in e
              and not e.get("running") and not e.get("failed")
              and not str(e.get("action", "")).startswith(OFF_THE_PAGE_LINES)]
-    labels = page_view.element_labels(page)
-    if (gesture := GESTURES.search(task)) and (verb := gesture[1] or gesture[2]) not in labels \
-            and not any(str(e.get("action", "")).startswith("upload") for e in acted):  # a file dropped in
-        return Verdict(False, f"The task asks to {verb.lower()}, and no action of this agent drags or draws.")
+    view, labels = _words(page_part(page)), page_view.element_labels(page)
+    if expect and _words(expect).casefold() not in view.casefold():
+        return Verdict(False, f'The answer expects the page to show "{_words(expect)[:80]}", and it does not.')
     if not acted and repeat:  # a wait or a clock read again and again
         return Verdict(False, "No action was taken on the page, and no answer was given.")
+    if (missing := _not_acted_on(task, acted, labels, repeat)) is not None:
+        return Verdict(False, f'No action acted on "{missing[:80]}", which the task names.')
+    if not acted and labels and not (reading or _bears_out(expect, task, labels) or _read_off(answer, task, view)):
+        return Verdict(False, "No action was taken on the page, which offered elements to act on, and the answer "
+                              "names nothing the page shows that bears it out.")
     if not acted:
-        verb = ACTS.search(task)
-        return verb and Verdict(False, f"No action was taken on the page, and the task asks to {verb[1].lower()}.")
-    if str(acted[-1].get("action", "")).startswith(FILLS) and (verb := SUBMITS.search(task)):
-        return Verdict(False, f"The last action only filled in a field, and the task asks to {verb[1].lower()}.")
+        return None
+    last = str(acted[-1].get("action", ""))
+    if unchanged and not repeat and not last.startswith(LOOKS) \
+            and not str(acted[-1].get("target", "")).split("] ", 1)[-1].startswith(FIELDS):
+        return Verdict(False, f"The last action ({last[:80]}) changed nothing on the page.")
     if not repeat:
         return None
     if QUESTION.search(task):
         return Verdict(False, "The task asks a question, and no answer was given.")
-    looked = all(str(e.get("action", "")).startswith(LOOKS) for e in acted)
-    more = [verb for verb in ACTS.findall(task) if verb.lower() not in ("open", "scroll")]
-    if looked and (more or not OPENS.search(task)):
+    if all(str(e.get("action", "")).startswith(LOOKS) for e in acted) and not URL.search(task):
         return Verdict(False, "The actions only opened, scrolled or read the page, and the task asks for more.")
+    return None
+
+
+def _not_acted_on(task, acted, labels, repeat):
+    """The first name the task gives that no action acted on, typed or chose, or None. A name counts: in quotes
+    (on an answer, only when one of the page's elements carries it), or as the page writes an element's label (case
+    and all, so that "no" in a sentence is not the No button); not in a question answered from the page."""
+    if not repeat and QUESTION.search(task):
+        return None
     lines = [f"{e.get('action', '')} {e.get('target', '')}" for e in acted]  # what each action did, to what
     seen = _words(" ".join(lines)).casefold()
-    quoted = [_words(match[1] or match[2]) for match in QUOTED.finditer(task)]
-    # A label counts only as the page writes it (case and all), so that "no" in a sentence is not the No button.
+    on_page = {_words(label).casefold() for label in labels}
+    quoted = [_words(next(filter(None, match.groups()))) for match in QUOTED.finditer(task)]
+    quoted = [name for name in quoted if repeat or name.casefold() in on_page]
     labelled = [label for label in map(_words, labels) if _named(label, task)]
-    for name in quoted + labelled:
-        # A one-character name ("x", "+") is an icon more often than text: the element may say "Close".
-        if len(name) > 1 and not _named(name.casefold(), seen):
-            return Verdict(False, f'No action acted on "{name[:80]}", which the task names.')
-    if len(set(lines)) == 1 and STEPS.search(task) and not NOTHING.search(task):  # one action on one element
-        return Verdict(False, "The task asks for more than one step, and one action was all that was done.")
-    return None
+    # A one-character name ("x", "+") is an icon more often than text: the element may say "Close".
+    return next((name for name in quoted + labelled if len(name) > 1 and not _named(name.casefold(), seen)), None)
+
+
+def _bears_out(expect, task, labels):
+    """Does the answer's expectation (already found on the page) say something the page shows of its own: not
+    an element's label (any answer could name one) nor words of the task (the page may show the task)?"""
+    text = _words(expect or "").strip(" .,;:!?").casefold()
+    return bool(text) and not any(text in _words(label).casefold() for label in labels) \
+        and text not in _words(task).casefold()
+
+
+def _read_off(answer, task, view):
+    """Is a short answer a text of the page (not the task's own words): a reading, which needs no action?"""
+    text = _words(answer or "").strip(" .,;:!?").casefold()
+    return bool(text) and len(text) <= 200 and text in view.casefold() and text not in _words(task).casefold()
+
+
+def page_part(text):
+    """The page view in an observation or a first message (from its URL line on), its new-element marks (`*[13]`)
+    taken off, so that two readings of the same page compare equal; "" when it holds none."""
+    if not text or not page_view.is_view(text):
+        return ""
+    rest = text.partition(page_view.HEADER if text.startswith(page_view.HEADER) else f"\n{page_view.HEADER}")[2]
+    return re.sub(r"^\*\[", "[", page_view.HEADER + rest, flags=re.M)
+
+
+def start_page(first_message):
+    """The view of the page the task starts on (a kept session's, a window's), shown after its prompt; or ""."""
+    text = first_message if isinstance(first_message, str) else ""
+    return text.partition(page_view.START_PAGE)[2]
 
 
 def _words(text):

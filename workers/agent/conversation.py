@@ -73,6 +73,15 @@ class Conversation:
                 return message["content"]
         return ""
 
+    def latest_answer(self):
+        """The answer to this task's latest question (`ask_user`'s result), or None while none was answered."""
+        asked = [c["id"] for m in self.messages[self.start:] for c in m.get("tool_calls") or ()
+                 if c["function"]["name"] == "ask_user"]
+        for message in self.messages[self.start:]:
+            if asked and message.get("role") == "tool" and message.get("tool_call_id") == asked[-1]:
+                return message["content"]
+        return None
+
     def _unanswered(self):
         answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
         return [c["id"] for m in self.messages for c in m.get("tool_calls") or () if c["id"] not in answered]

@@ -11,7 +11,7 @@ from app.extensions import db
 from app.files.service import referenced_keys
 from app.models import StoredFile
 
-from .actions import STRING, Finish, Observation, Outcome, Tool, params
+from .actions import ANSWER_VARIABLE, EXPECT, STRING, Finish, Observation, Outcome, Tool, params
 from .mcp import McpFailure
 
 from workers.browser.base import BrowserError
@@ -24,16 +24,21 @@ class Environment:
 
     mcp = None  # workers.agent.mcp.McpServers of the task, when it has MCP servers
     browser = None  # a workers.browser.base.Browser in the browser modes
+    resumed = None  # after an input-required pause: the trace entry saying how the browser was taken up again
 
     def __init__(self, task, should_stop=lambda: False):
         self.task = task
         self.should_stop = should_stop
         self.deadline = float("inf")  # the loop's wall-clock limit (time.monotonic()); long waits end there
         self._temporary = []  # folders of attachments written for a file input, removed at close
+        # Trace entries of the environment's own: `notes` open the run's trace (a profile loaded), `end_notes` come
+        # before its final entry (a profile saved at close).
+        self.notes, self.end_notes = [], []
 
     def tools(self, response_schema=None):
-        answer = (params(["content"], content=response_schema) if response_schema is not None
-                  else params(["text"], text=STRING))
+        expect = {"expect": EXPECT} if self.task.agent == "web" else {}
+        answer = (params(["content"], content=response_schema, **expect) if response_schema is not None
+                  else params(["text"], text=STRING, **expect))
         return [
             Tool("answer", "Finish the task with the final answer"
                  + (" (`content` must match the response JSON Schema)." if response_schema else "."), answer),
@@ -90,10 +95,11 @@ class Environment:
     def unavailable(self, name):
         return f"The action '{name}' is not available to this agent."
 
-    def do_answer(self, text=None, content=None):
+    def do_answer(self, text=None, content=None, expect=None):
+        expect = expect if isinstance(expect, str) and expect.strip() else None
         if content is not None:
-            raise Finish(Outcome("success", "", structured=content))
-        raise Finish(Outcome("success", text if text is not None else ""))
+            raise Finish(Outcome("success", "", structured=content, expect=expect))
+        raise Finish(Outcome("success", text if text is not None else "", expect=expect))
 
     def do_use_tool(self, server, tool, arguments=None):
         """The built-in step `use <label>.<tool> with {json}`."""
@@ -171,15 +177,34 @@ class Environment:
         hitl = {"inputId": input_id,
                 "action": {"name": "prompt_for_user_input", "question": question, "inputType": "text",
                            "step_id": input_id, "prompt_message": question,
-                           "variables": [{"name": "answer", "type": "string", "required": True}]}}
+                           "variables": [{"name": ANSWER_VARIABLE, "type": "string", "required": True}]}}
         raise Finish(Outcome("input-required", question, hitl=hitl))
 
+    def paused_seconds(self):
+        """Seconds this run has been paused inside steps for a person's control (browser modes), so far."""
+        return 0.0
+
     def do_wait(self, seconds):
-        seconds = float(seconds)
-        deadline = min(time.monotonic() + seconds, self.deadline)
-        while time.monotonic() < deadline and not self.should_stop():
-            time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+        """Wait `seconds`; a person's takeover meanwhile pauses it (inside should_stop()), and the wait then goes on
+        for what it had left."""
+        seconds, paused = float(seconds), self.paused_seconds()
+        ends = time.monotonic() + seconds
+        while not self.should_stop():
+            ends_now = min(ends + self.paused_seconds() - paused, self.deadline)
+            if time.monotonic() >= ends_now:
+                break
+            time.sleep(min(0.25, max(0.0, ends_now - time.monotonic())))
+        held = self.paused_seconds() - paused
+        if held:
+            text = f"waited {seconds:g} s (paused {held:.1f} s in the middle while a person had control, then went on)"
+            return Observation(text, trace_result=text)
         return Observation(f"waited {seconds:g} s")
+
+    def pause(self, keep_seconds=0):
+        """At an input-required pause: (snapshot of the browser's state or None, whether the browser was kept). Only a
+        cloud_browser task's browser is kept (workers/agent/browser_modes.py); the rest closes as at any ending."""
+        self.close()
+        return None, False
 
     def close(self):
         pass

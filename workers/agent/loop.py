@@ -33,6 +33,12 @@ def _ms(epoch):
     return int(epoch * 1000)
 
 
+def trace_entry(url, action, start, end):
+    """An actionTrace entry for something that took from `start` to `end` (time.time())."""
+    return {"url": url, "action": action, "startTs": _ts(_ms(start)), "endTs": _ts(_ms(end)),
+            "durationMs": _ms(end) - _ms(start)}
+
+
 @dataclass
 class Budget:
     max_steps: int
@@ -79,6 +85,10 @@ class AgentLoop:
         self.page_task = completion.names_a_page(agent, first)
         self.must_act = self.page_task and completion.gives_a_url(first)  # else its start page may hold the answer
         self.task = completion.task_words(first)
+        # The page view after the latest action that showed one (first, the page the task starts on), and whether
+        # the last action on the page left it as it was: evidence for the completion check.
+        self.view = completion.page_part(state.last.text if state.last is not None else completion.start_page(first))
+        self.unchanged = False
         self.pushbacks = 0
         self.verdict = None  # the completion check's latest verdict (in the final trace entry)
 
@@ -119,6 +129,7 @@ class AgentLoop:
                 raise BudgetExceeded(
                     f"Time limit reached: the task ran longer than {self.budget.wall_clock_seconds:g} s.")
             self._person()
+            paused = self.environment.paused_seconds()
             with self._model_turn() as turn:
                 if not turn:
                     return Outcome("error", "cancelled")
@@ -126,6 +137,8 @@ class AgentLoop:
                     action = self.planner.next_action(self.state)
                 finally:  # a planner that gives up has still spent its tokens
                     self.state.tokens += self.planner.tokens_used()
+            if self.environment.paused_seconds() != paused and getattr(self.planner, "replans", False):
+                continue  # a person took control during the model call: plan again from the page they left
             if self.state.actions >= self.budget.max_steps and action.name not in ENDINGS:
                 break
             repeats = repeats + 1 if action.key() == last_key else 1
@@ -189,6 +202,7 @@ class AgentLoop:
             self.state.actions += 1
             self.environment.show_step(url=observation.url)
             self.state.page_actions += completion.acted_on_the_page(action)
+            self._saw(action, observation)
             previous = self.state.last.text if self.state.last is not None else None
             done_key = None if observation.failed else action.key()
             unchanged = observation.text == previous
@@ -218,6 +232,16 @@ class AgentLoop:
             self.on_progress(self.state)
         raise BudgetExceeded(f"Step limit reached: the task needed more than {self.budget.max_steps} actions.")
 
+    def _saw(self, action, observation):
+        """Keep the page view an action left, and whether an action on the page changed it (a later view that
+        differs, after a wait for instance, says the page changed after all)."""
+        view = completion.page_part(observation.text)
+        if completion.acted_on_the_page(action) and not observation.failed:
+            self.unchanged = bool(view) and view == self.view
+        elif view and view != self.view:
+            self.unchanged = False
+        self.view = view or self.view
+
     def _person(self):
         """A person's takeover (live view): wait while they have control, then trace it and give the planner the
         page afresh (never a model call in between)."""
@@ -229,6 +253,7 @@ class AgentLoop:
         if fresh is not None:
             fresh = replace(fresh, text=self.secrets.redact(fresh.text), url=self.secrets.redact(fresh.url))
             self.state.last = fresh
+            self.view, self.unchanged = completion.page_part(fresh.text) or self.view, False
             self.state.conversation.add_note(f"A person had control of the browser and handed it back; the page "
                                              f"now:\n{fresh.text}")
         self.on_progress(self.state)
@@ -264,7 +289,9 @@ class AgentLoop:
         last = self.state.last
         if last is not None and last.error_page:  # an answer read off a 404 or a browser error page
             return Outcome("error", f"The last page read was an error page: {last.text.splitlines()[0]}")
-        verdict = self._check(outcome.text)
+        # A structured answer (responseFormat) is data read off the page, judged as a reading.
+        verdict = self._check(outcome.text, expect=self.secrets.redact(outcome.expect),
+                              reading=outcome.structured is not None)
         if verdict is not None and not verdict.done:
             if self.pushbacks < MAX_PUSHBACKS and self.planner.can_repair \
                     and self.state.actions < self.budget.max_steps:
@@ -298,18 +325,19 @@ class AgentLoop:
             return None
         return Outcome("error", f"The answer does not match the responseFormat JSON Schema: {problem}")
 
-    def _check(self, answer, repeat=False):
+    def _check(self, answer, repeat=False, expect=None, reading=False):
         """The completion check's Verdict for a task that names a page (else None): the built-in rules, then,
         when they pass and the planner has one, the trace's evidence and the model's check (their own trace
-        entry, the model's tokens counted). `repeat`: asked on a repeated action, not on an answer."""
+        entry, the model's tokens counted). `repeat`: asked on a repeated action, not on an answer; `expect`:
+        what the answer says the page shows when done; `reading`: a structured answer, data read off the page."""
         if not self.page_task:
             return None
         checker = getattr(self.planner, "check_done", None)
         verdict = completion.rules(self.state.page_actions, None if checker else self.state.last, self.must_act)
         start = time.time()
-        page = self.state.last.text if self.state.last is not None else ""
         if verdict.done and checker is not None and (evidence := completion.evidence(
-                self.task, self.state.trace, repeat, page)) is not None:
+                self.task, self.state.trace, repeat, self.view, expect, self.unchanged,
+                answer, reading)) is not None:
             verdict = evidence  # a model's judgement is not needed: the trace says what is missing
             self._trace_check(verdict, start)
         elif verdict.done and checker is not None:

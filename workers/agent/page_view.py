@@ -20,12 +20,21 @@ def element_line(info):
     return f"[{info.get('index')}] <{info.get('tag', '')}> {info.get('label', '')}".rstrip()
 
 
-ELEMENT = re.compile(r"^\[\d+\]<(\w+)[^>]*>(.*)</\1>$")
+def drag_line(result, offset=None):
+    """What a drag did: `[3] <li> Item 3 onto [7] <li> Done (HTML5 drag-and-drop)`, or `… by 40,0 (pointer)`."""
+    where = f"by {offset[0]:g},{offset[1]:g}" if offset else f"onto {element_line(result.get('target') or {})}"
+    how = "HTML5 drag-and-drop" if result.get("html5") else "pointer"
+    if result.get("html5") and not result.get("accepted"):
+        how += ", not accepted by the target"
+    return f"{element_line(result.get('source') or {})} {where} ({how})"
+
+
+ELEMENT = re.compile(r"^\*?\[\d+\]<(\w+)[^>]*>(.*)</\1>$")
 
 
 def element_labels(view):
-    """The labels of a page view's numbered elements (`[3]<button>No</button>` → No), ends trimmed of
-    punctuation."""
+    """The labels of a page view's numbered elements (`[3]<button>No</button>` → No; a new element's `*[3]` too),
+    ends trimmed of punctuation."""
     return [match[2].strip(" .,;:!?") for line in view.splitlines() if (match := ELEMENT.match(line))]
 
 

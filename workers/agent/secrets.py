@@ -1,17 +1,27 @@
 """secretVariables: planners see `${name}`; values are substituted at execution and redacted everywhere else."""
+import base64
 import contextlib
 import html
 import logging
 import re
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
+from app import totp
+
+MAX_REMEMBERED_SECONDS = 86400  # a question waits at most INPUT_TIMEOUT_SECONDS (a day by default)
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 
 
 class Secrets:
     def __init__(self, values=None):
-        self.values = {name: str(value) for name, value in (values or {}).items()}
-        self._pairs = [(v, "${%s}" % n) for n, v in self.values.items() if v]
+        values = {name: str(value) for name, value in (values or {}).items()}
+        # An otpauth:// URI types a fresh one-time code at each use (app.totp); the URI and its seed stay hidden.
+        self.generators = {name: generator for name, value in values.items()
+                           if (generator := _generator(value)) is not None}
+        self.values = {name: value for name, value in values.items() if name not in self.generators}
+        self._pairs = [(v, "${%s}" % n) for n, v in values.items() if v]
+        self._pairs += [(g.seed, "${%s}" % n) for n, g in self.generators.items() if g.seed]
+        self._codes = {}  # every code generated during the task -> its placeholder: redacted like the values
         self._compile()
 
     def hide(self, values, placeholder="[redacted]"):
@@ -27,21 +37,77 @@ class Secrets:
         for value, placeholder in self._pairs:
             for form in variants(value):
                 forms.setdefault(form.casefold(), (form, placeholder))
-        self._redactions = [(re.compile(re.escape(form), re.IGNORECASE), placeholder)
-                            for form, placeholder in sorted(forms.values(), key=lambda pair: -len(pair[0]))]
+        redactions = [(re.compile(re.escape(form), re.IGNORECASE), placeholder)
+                      for form, placeholder in sorted(forms.values(), key=lambda pair: -len(pair[0]))]
+        # A code is digits: matched as a whole number, so a longer number that holds it is not cut in two.
+        codes = {}
+        for code, placeholder in self._codes.items():
+            codes.setdefault(placeholder, []).append(code)
+        redactions += [(re.compile(rf"(?<![0-9])(?:{'|'.join(found)})(?![0-9])"), placeholder)
+                       for placeholder, found in codes.items()]
+        self._redactions = redactions  # one assignment: log filters on other threads see the old or the new list
 
     def names(self):
-        return sorted(self.values)
+        return sorted([*self.values, *self.generators])
+
+    def holds(self, text):
+        """Whether `text` (an action's argument, values substituted) holds a secret value."""
+        return any(value in text for value, _ in self._pairs)
+
+    def forms(self):
+        """The texts recordings must not show four consecutive characters of (ASCII case ignored): each value of
+        four characters or more as is, reversed, and in base64 (standard and URL-safe: the value's own, and the
+        middle of a longer base64 text holding it at either other byte alignment)."""
+        forms = set()
+        for value, _ in self._pairs:
+            if len(value) < 4:
+                continue
+            forms.update((value, value[::-1]))
+            for shift in range(3):
+                for encode in (base64.b64encode, base64.urlsafe_b64encode):
+                    text = encode(bytes(shift) + value.encode()).decode()
+                    forms.add(text[4:-4] if shift else text)  # the groups that hold other bytes are left out
+        return sorted(form for form in forms if len(form) >= 4)
+
+    def mask_pieces(self, value, keep=()):
+        """Every four consecutive characters of `forms` starred, in strings nested anywhere in `value` but under the
+        keys `keep` (structure, such as a recorded element's tag name): what a recording keeps of a page that shows a
+        secret's prefix as it is typed, its reversal or its base64."""
+        pieces = {form[i:i + 4].lower() for form in self.forms() for i in range(len(form) - 3)}
+        if not pieces:
+            return value
+        pattern = re.compile("|".join(map(re.escape, sorted(pieces))), re.IGNORECASE)
+        return _starred(value, pattern, frozenset(keep))
 
     def substitute(self, value):
         """Put the real values into an action's arguments (strings, lists, dicts), just before execution."""
         if isinstance(value, str):
-            return PLACEHOLDER.sub(lambda m: self.values.get(m[1], m[0]), value)
+            return PLACEHOLDER.sub(self._value, value)
         if isinstance(value, list):
             return [self.substitute(v) for v in value]
         if isinstance(value, dict):
             return {k: self.substitute(v) for k, v in value.items()}
         return value
+
+    def remember_codes(self, since, until):
+        """Redact every code of the periods from `since` to `until` (Unix seconds) too: a run resumed after a pause
+        may find a code typed before it still on the page."""
+        for name, generator in self.generators.items():
+            first = max(int(since), int(until) - MAX_REMEMBERED_SECONDS) // generator.period
+            for counter in range(first, int(until) // generator.period + 1):
+                self._codes.setdefault(generator.code(counter * generator.period), "${%s}" % name)
+        self._compile()
+
+    def _value(self, match):
+        name = match[1]
+        generator = self.generators.get(name)
+        if generator is None:
+            return self.values.get(name, match[0])
+        code = generator.fresh_code()
+        if code not in self._codes:  # hidden before it is typed: the page view that shows it is redacted
+            self._codes[code] = match[0]
+            self._compile()
+        return code
 
     def redact(self, value):
         """Replace every secret value by its placeholder, in strings nested anywhere in `value`."""
@@ -72,6 +138,17 @@ class Secrets:
                 handler.removeFilter(redactor)
 
 
+def _generator(value):
+    """A one-time code generator for an otpauth:// URI; None for any other value. A malformed URI (refused at
+    submit, but stored by an older version) stays a plain value: it is typed and redacted as written."""
+    if not totp.is_totp_uri(value):
+        return None
+    try:
+        return totp.parse(value)
+    except totp.MalformedUri:
+        return None
+
+
 def variants(value):
     """`value` as it may appear in text we store: as is, percent-encoded or decoded, HTML-escaped or
     unescaped (case changes are matched by the caller, which ignores case)."""
@@ -84,6 +161,21 @@ def variants(value):
                           html.escape(quote(encoded, safe=""))))
     forms.update([form.casefold() for form in forms])
     return {form for form in forms if form}
+
+
+def _starred(value, pattern, keep):
+    if isinstance(value, str):
+        chars, found = None, pattern.search(value)
+        while found:  # overlapping pieces too: a run of the secret is starred whole
+            chars = chars or list(value)
+            chars[found.start():found.end()] = "*" * (found.end() - found.start())
+            found = pattern.search(value, found.start() + 1)
+        return "".join(chars) if chars else value
+    if isinstance(value, list):
+        return [_starred(v, pattern, keep) for v in value]
+    if isinstance(value, dict):
+        return {k: v if k in keep else _starred(v, pattern, keep) for k, v in value.items()}
+    return value
 
 
 def _loggers():

@@ -1,9 +1,12 @@
-"""A person in a browser run (live view, app/live): the agent pauses between steps while one has control, and can
-ask for one (`input-required`) at a login, a 2FA code or a captcha it cannot pass. No model call while paused."""
+"""A person in a browser run (live view, app/live): the agent pauses at once when one takes control (between steps,
+or inside a long one at a safe point), and can ask for one (`input-required`) at a login, a 2FA code or a captcha it
+cannot pass. No model call while paused."""
 import logging
 import time
 
-from app import lifecycle
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import browser_hosts, lifecycle
 from app.live import service as live, state as live_state
 
 from .actions import Stopped
@@ -22,26 +25,30 @@ class PersonControl:
     `seen` holds the latest read (the runner's should_stop reads it between actions anyway); `halted()`: the lease
     is lost or the worker stops."""
 
-    def __init__(self, task, owner, config, flags, seen, halted=lambda: False):
+    def __init__(self, task, owner, flags, seen, halted=lambda: False):
         self.task, self.owner = task, owner
-        self.var_dir = config["VAR_DIR"]
         self.flags, self.seen, self.halted = flags, seen, halted
-        self.published = {}
+        self.published = {"host": browser_hosts.this_host()}  # the machine whose stream endpoint reaches it
         self.pending = []  # trace entries of a finished takeover, for the loop to add
+        self.paused_seconds = 0.0  # paused inside steps so far (a wait does not count them as waited)
+        self.deadline, self.here = lambda: float("inf"), lambda: ""  # the run's; set by the environment (go_live)
 
     # --- what viewers read ---------------------------------------------------------------------------------
     def publish(self, **fields):
-        """The live file viewers follow (app/live/state.py), written only when something changed."""
+        """The live state viewers follow (app/live/state.py), written only when something changed."""
         if all(self.published.get(name) == value for name, value in fields.items()):
             return
         self.published.update(fields)
-        try:
-            live_state.publish(self.var_dir, self.task.id, **fields)
-        except OSError:  # a viewer's picture is a courtesy: the run goes on
-            log.warning("task %s: live state not written", self.task.id, exc_info=True)
+        self._write(self.published)
 
     def close(self):
-        live_state.remove(self.var_dir, self.task.id)
+        self._write(None)
+
+    def _write(self, state):
+        try:
+            live_state.publish(self.task.id, state)
+        except SQLAlchemyError:  # a viewer's picture is a courtesy: the run goes on
+            log.warning("task %s: live state not written", self.task.id, exc_info=True)
 
     # --- pausing -------------------------------------------------------------------------------------------
     def between_steps(self, deadline, here):
@@ -54,6 +61,24 @@ class PersonControl:
         self._ended(takeover, here)
         entries, self.pending = self.pending, []
         return entries
+
+    def hold(self):
+        """A safe point inside a step (the runner's should_stop(), read in waits, a page's settling and while a
+        model call runs): a takeover asked for meanwhile pauses the run here, at once, until the hand-back. True if
+        the run must stop instead (cancel, lease lost). The step then goes on: a wait for what it had left, a model's
+        answer planned before the hand-back is not used (workers/agent/loop.py plans again)."""
+        takeover = self.seen.get("takeover")
+        if not (takeover and takeover.get("active")):
+            return False
+        started = time.monotonic()
+        try:
+            takeover = self._wait(self.deadline(), lambda flags: not (flags[1] or {}).get("active"))
+        except Stopped:
+            return True
+        finally:
+            self.paused_seconds += time.monotonic() - started
+        self._ended(takeover, self.here)
+        return False
 
     def ask(self, reason, deadline, here):
         """The agent asks for a person: `input-required` with the live URL until a hand-back answers it."""

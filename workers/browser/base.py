@@ -1,9 +1,14 @@
 """The one browser interface the web agent drives: a Selenium session, the extension's window, a kept cloud session.
 
-Drivers implement `Browser`; the page-side logic they share lives in `page.js` (one file, run by Selenium's
-`execute_script` and injected unchanged by the extension). Nothing outside `workers/browser/` imports Selenium.
+Drivers implement `Browser`; the page-side logic they share lives in `page.js` (one file, in an isolated world of the
+page either way: installed through CDP by the Selenium driver (page_script.py), injected unchanged by the extension).
+Nothing outside `workers/browser/` imports Selenium.
 """
+import re
 from dataclasses import dataclass, field
+
+# Where page.js leaves out the view of a frame of another origin, for the driver to put it in (or say why not).
+FRAME_PLACEHOLDER = re.compile("\x01frame (\\d+)\x01")
 
 
 class BrowserError(Exception):
@@ -28,7 +33,6 @@ class PageReading:
     elements: list = field(default_factory=list)  # [{"index", "tag", "label", "new": bool, ...}]
     status: int = 0  # the main document's HTTP status: 0 unknown (data:, about:), -1 the browser's error page
     truncated: bool = False  # the view was cut at the budget (its text ends with a marker saying so)
-    also: object = None  # what read(also=...) ran in the page after the read returned (a recording's drain)
 
     def error(self):
         """Why this page is an error page (HTTP 4xx/5xx or the browser's own), or None."""
@@ -46,7 +50,9 @@ class Browser:
     Conventions every driver keeps (the web agent's environment relies on them):
     - tabs are numbered from 1 in the order they opened; a tab the page opens becomes the current one;
     - click/type/hover/upload return page.js's element info {"index", "tag", "label", ...}; select returns it
-      with "selected" (the option's text); scroll returns {"scrollY", "moved", "atEnd"};
+      with "selected" (the option's text, of a <select> or an ARIA combobox or listbox); scroll returns
+      {"scrollY", "moved", "atEnd"};
+    - elements inside frames of any origin are numbered in the page view and acted on like the others;
     - `type` never puts its text in an error message or a log (it may hold a secret);
     - `should_stop` (a callable, set by the constructor) is read inside waits, so a cancel lands within an action."""
 
@@ -54,6 +60,9 @@ class Browser:
     # Where the live view (app/live) reaches this browser's DevTools: "unix:<socket>" or a Grid's se:cdp URL;
     # None for a browser it cannot watch (the user's own window).
     live_endpoint = None
+    # Seconds the run has been paused so far for a person's control (workers/agent/takeover.py), which happens
+    # inside `should_stop`: a wait does not count them against its timeout.
+    paused_seconds = staticmethod(lambda: 0.0)
 
     def live_target(self):
         """The DevTools target id of the tab the agent is on (the live view follows it), or None."""
@@ -83,6 +92,12 @@ class Browser:
     def hover(self, target): raise NotImplementedError
     def wait_for(self, text=None, selector=None, navigation=False, timeout=10): raise NotImplementedError
     def upload(self, target, path): raise NotImplementedError
+    # `source` onto the element `target`, or moved by `offset` (x, y) pixels; -> {"source": info, "target": info or
+    # None, "html5": bool (HTML5 drag-and-drop events) or a real pointer's down, moves, up}
+    def drag(self, source, target=None, offset=None): raise NotImplementedError
+    # a real pointer pressed at the first of `points` ((x, y) pixels from the element's top-left corner), moved
+    # through the others and released at the last (a canvas, a signature pad); -> the element's info
+    def draw(self, target, points): raise NotImplementedError
     def run_js(self, code): raise NotImplementedError
 
     # replay scripts (workers/replay/): page.js's describe/resolve

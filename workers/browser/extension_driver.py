@@ -10,7 +10,7 @@ import base64
 
 from app.windows.service import CommandStopped, CommandTimeout, send_command
 
-from .base import Browser, BrowserError, BrowserUnavailable, NavigationRefused, PageReading
+from .base import FRAME_PLACEHOLDER, Browser, BrowserError, BrowserUnavailable, NavigationRefused, PageReading
 
 # Errors the extension reports when the user took the window or tab away: the task cannot go on.
 GONE = ("was closed", "moved to another window", "not one of this extension's windows",
@@ -75,7 +75,9 @@ class ExtensionBrowser(Browser):
     # reading
     def read(self, max_chars=40000):
         result = self._command("read", maxChars=int(max_chars))
-        return PageReading(url=result["url"], title=result["title"], text=result["text"],
+        # page.js in the user's tab reaches its same-origin frames only; the extension does not read the others.
+        text = FRAME_PLACEHOLDER.sub("(a frame of another origin: not read in client mode)", result["text"])
+        return PageReading(url=result["url"], title=result["title"], text=text,
                            elements=result.get("elements", []), status=result.get("status") or 0,
                            truncated=bool(result.get("truncated")))
 
@@ -106,6 +108,14 @@ class ExtensionBrowser(Browser):
 
     def hover(self, target):
         return self._command("hover", target=str(target))
+
+    def drag(self, source, target=None, offset=None):
+        x, y = offset or (0, 0)
+        return self._command("drag", source=str(source), target=None if target is None else str(target), x=x, y=y)
+
+    def draw(self, target, points):
+        raise BrowserError("Drawing is not available in client mode: the extension has no real pointer. Use "
+                           "executionMode 'cloud_browser'.")
 
     def wait_for(self, text=None, selector=None, navigation=False, timeout=10):
         found = self._command("wait_for", timeout=float(timeout) + self.timeout, text=text, selector=selector,

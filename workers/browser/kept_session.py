@@ -3,6 +3,7 @@
 The session (app/sessions) started the browser; a task attaches to it, drives it, and detaches when it ends,
 leaving the browser, its cookies and its tabs for the session's next task.
 """
+import urllib3
 from selenium.common.exceptions import NoSuchWindowException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.remote.file_detector import LocalFileDetector
@@ -23,6 +24,15 @@ class _AttachedDriver(WebDriver):
     def start_session(self, capabilities):
         self.session_id = self._existing_session
         self.caps = {"browserName": "chrome"}
+
+
+class BrowserGone(BrowserUnavailable):
+    """The session's WebDriver endpoint does not answer at all: its browser (or the machine holding it) is gone."""
+
+
+UNREACHABLE = ("The cloud browser session's browser cannot be reached from this worker: its WebDriver endpoint "
+               "does not answer (the browser, or the machine holding it, is gone). Stop the session and create a "
+               "new one.")
 
 
 def attach(url, session_id):
@@ -46,6 +56,7 @@ class KeptSessionBrowser(SeleniumBrowser):
         self.service = None
         self._closed = False
         self._history_tabs = {}
+        self._frames = {}  # element number -> the frames of another origin it is in (SeleniumBrowser.read)
         try:
             self.driver = attach(webdriver_url, webdriver_session)
             if remote:
@@ -59,6 +70,10 @@ class KeptSessionBrowser(SeleniumBrowser):
                 self._recover_tab()
         except WebDriverException as exc:
             raise BrowserUnavailable(f"The cloud browser session's browser is not reachable: {_reason(exc)}") from None
+        except (urllib3.exceptions.HTTPError, OSError):
+            # Its WebDriver endpoint is gone (a socket that no longer exists, a machine that does not answer):
+            # no retry can help, so the task ends now with this, not after its lease expired three times.
+            raise BrowserGone(UNREACHABLE) from None
 
     def close(self):
         """Detach: the session's browser, cookies and tabs stay for its next task."""

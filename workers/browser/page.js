@@ -1,7 +1,7 @@
 /* Remote Dispatch page script: the page-side half of every browser driver (Selenium and the extension).
  *
- * One file, run unchanged by Selenium's `execute_script` (main world) and by the extension's
- * `chrome.scripting.executeScript({files: ["page.js"]})` (isolated world). Running it defines
+ * One file, run unchanged in an isolated world by the Selenium driver (through CDP: page_script.py) and by the
+ * extension's `chrome.scripting.executeScript({files: ["page.js"]})`. Running it defines
  * `window.__remoteDispatch` unless a copy of the same VERSION is already there; running it again is harmless.
  * It keeps no state in JavaScript variables: element numbers are stamped on the elements
  * (attribute `data-rd-index`), the next number and "this page has been read" on the top document's
@@ -13,14 +13,18 @@
  * element; an interactive element whose label contains the text (exact case first); the smallest visible
  * element containing the text. Several distinct elements matching at one level are an error that lists
  * them with their numbers ("ambiguous"), never a silent pick of the first.
- * Lookups reach into same-origin iframes and open shadow roots.
+ * Lookups reach into same-origin iframes and open shadow roots. An iframe of another origin cannot be entered
+ * from here: read() lists it in `frames` (its number, src) and leaves a line `(frame N: src)` followed by a
+ * placeholder `\u0001frame N\u0001` in the view, where the driver puts that frame's own view (WebDriver frame
+ * switching, this script run in the frame).
  *
- * Every method returns plain JSON (so the extension can pass results back), except `element`.
+ * Every method returns plain JSON (so the extension can pass results back), except `element` and `frameToward`.
  * Actions return {ok: true, ...description} or {ok: false, error: "why"}.
  *
  *   version                       the script's version string
  *   read({maxChars})              -> {url, title, text, elements: [{index, tag, label, new, type?, role?,
- *                                    name?, href?, frame?}], truncated, status}
+ *                                    name?, href?, frame?}], truncated, status, next,
+ *                                    frames: [{index, src}]}  (`next`: read's option `next` is reserved first)
  *                                    `status`: the main document's HTTP status (0 unknown, -1 an error page)
  *                                    The walk stops at maxChars; a cut view ends (at a whole line) with a
  *                                    marker saying what was left out and how to see it. Scrolled down,
@@ -32,11 +36,31 @@
  *   locate(target)                -> {ok, index, tag, label, inTop, href?, opensTab?} (stamps a number if the
  *                                    element had none; opensTab: a link or form with a target other than _self)
  *   element(target)               -> the DOM element or null (Selenium turns it into a WebElement)
+ *   rank(target)                  -> {ok, kind, count, matches: [{index, tag, label}]}: what a text or selector
+ *                                    matches here, by the strongest kind of match that has any (0 the strongest;
+ *                                    count > 1: ambiguous); the driver compares documents of other origins
+ *   frameToward(n)                -> [frame element or null, arrived]: the frame to switch into next on the way
+ *                                    to the frame of another origin numbered n (read()'s `frames`): that frame,
+ *                                    or the same-origin iframe that holds it (Selenium only, as `element`)
  *   click(target)                 -> {ok, index, tag, label, href?}: scrolls into view, pointer/mouse events, click()
  *   focus(target)                 -> {ok, ...}: scroll into view and focus (drivers then send real keys)
  *   type(target, text, {clear})   -> {ok, ...}: clear (default) and set the value with input/change events;
  *                                    never echoes `text` (it may hold a secret)
- *   select(target, option)        -> {ok, selected: "option text"}: a <select>'s option by value or text
+ *   select(target, option, {open})-> {ok, selected: "option text"}: a <select>'s option by value or text; on an
+ *                                    ARIA combobox or listbox (role=combobox|listbox, aria-haspopup=listbox) the
+ *                                    role=option whose text it is, clicked. While its options are not shown:
+ *                                    {ok, pending: true}, after clicking the combobox open if `open` (the driver
+ *                                    asks again until the options come); `widget: true` once one is chosen
+ *   shows(target, text)           -> bool: the combobox (its value or text) or listbox (its selected option) shows it
+ *   drag(source, target, {x, y})  -> {ok, html5, from: {x, y}, to: {x, y}, source: info, target: info|null}: the
+ *                                    source dragged onto the target element, or by the offset (x, y) in pixels.
+ *                                    A source that is draggable="true" (or in one) is dragged here, by HTML5
+ *                                    drag-and-drop events sharing one DataTransfer (dragstart … drop, dragend;
+ *                                    `accepted`: the drop target cancelled dragover, so drop was fired); any
+ *                                    other is left to the driver's real pointer (down, moves, up from `from`
+ *                                    to `to`, viewport points of the source's document)
+ *   reserve(next)                 -> the next element number of this document, raised to `next` first: the driver
+ *                                    keeps numbers unique across documents of other origins
  *   scroll(direction, target)     -> {ok, scrollY, atEnd}: "down"|"up"|"top"|"bottom", the page or an element
  *   hover(target)                 -> {ok, ...}: mouseover/mouseenter/mousemove
  *   extract(selector)             -> {ok, texts: [...]}: querySelectorAll in every reachable root, visible text
@@ -57,7 +81,7 @@
  */
 (function () {
   "use strict";
-  var VERSION = "3";
+  var VERSION = "4";
   if (window.__remoteDispatch && window.__remoteDispatch.version === VERSION) return;
 
   var INDEX = "data-rd-index";
@@ -93,6 +117,7 @@
     if (tag === "INPUT") return (el.type || "").toLowerCase() !== "hidden";
     var role = (el.getAttribute("role") || "").toLowerCase();
     if (ROLES[role]) return true;
+    if (el.getAttribute("draggable") === "true") return true;  // an HTML5 drag source: dragged by its number
     if (el.hasAttribute("onclick") || el.isContentEditable && !(el.parentElement && el.parentElement.isContentEditable))
       return true;
     var tab = el.getAttribute("tabindex");
@@ -150,7 +175,9 @@
     catch (e) { return null; }  // cross-origin
   }
 
-  function roots() {
+  // `start` (default: this document) and every open shadow root and same-origin iframe's document in it; with
+  // `ownDocument`, no iframe's: the roots whose elements WebDriver can switch into from this document.
+  function roots(start, ownDocument) {
     var out = [], seen = [];
     (function add(root) {
       if (seen.indexOf(root) >= 0) return;
@@ -159,13 +186,35 @@
       for (var i = 0; i < all.length; i++) {
         var el = all[i];
         if (el.shadowRoot) add(el.shadowRoot);
-        if (el.tagName === "IFRAME" || el.tagName === "FRAME") {
+        if (!ownDocument && (el.tagName === "IFRAME" || el.tagName === "FRAME")) {
           var d = childDocument(el);
           if (d) add(d);
         }
       }
-    })(document);
+    })(start || document);
     return out;
+  }
+
+  // The frame element to switch into next on the way to the frame numbered `n` (one of read()'s `frames`):
+  // [that frame, true] when it is in this document or its open shadow roots, else [the same-origin iframe that
+  // holds it, false] (WebDriver enters frames one document at a time), or [null, false].
+  function frameToward(n) {
+    var selector = "[" + INDEX + '="' + Number(n) + '"]', own = roots(document, true), i, j;
+    function holds(doc) {
+      return roots(doc).some(function (root) { return root.querySelector(selector); });
+    }
+    for (i = 0; i < own.length; i++) {
+      var frame = own[i].querySelector(selector);
+      if (frame) return [frame, true];
+    }
+    for (i = 0; i < own.length; i++) {
+      var frames = own[i].querySelectorAll("iframe, frame");
+      for (j = 0; j < frames.length; j++) {
+        var d = childDocument(frames[j]);
+        if (d && holds(d)) return [frames[j], false];
+      }
+    }
+    return [null, false];
   }
 
   function all(selector) {
@@ -175,6 +224,12 @@
       for (var j = 0; j < found.length; j++) if (out.indexOf(found[j]) < 0) out.push(found[j]);
     }
     return out;
+  }
+
+  function reserve(next) {
+    var mine = +(top().getAttribute("data-rd-next") || "1");
+    if (next > mine) top().setAttribute("data-rd-next", String(mine = next));
+    return mine;
   }
 
   function stamp(el) {
@@ -190,7 +245,8 @@
   function read(options) {
     var maxChars = (options && options.maxChars) || 40000;
     var firstReading = !top().hasAttribute("data-rd-read");
-    var out = [], elements = [], size = 0, full = false, above = false;
+    var out = [], elements = [], frames = [], size = 0, full = false, above = false;
+    if (options && options.next) reserve(options.next);
     var scrolled = (window.scrollY || 0) > 0;
 
     // The walk stops once the view is over budget: a huge page costs no more than a small one.
@@ -217,6 +273,10 @@
         var opts = [];
         for (var i = 0; i < el.options.length && i < 30; i++) opts.push(cut(el.options[i].text, 40));
         attrs += ' options="' + opts.join(" | ").replace(/"/g, "'") + '"';
+      }
+      if (chooser(el) && el.getAttribute("aria-expanded") === "true") {
+        var shown = optionsOf(el).map(function (o) { return cut(o.innerText || o.textContent, 40); });
+        if (shown.length) attrs += ' options="' + shown.slice(0, 30).join(" | ").replace(/"/g, "'") + '"';
       }
       if (frame) item.frame = frame;
       elements.push(item);
@@ -251,11 +311,16 @@
         var here = insideInteractive;
         if (interactive(node) && visible(node)) { describe(node, frame); here = true; }
         if (node.tagName === "IFRAME" || node.tagName === "FRAME") {
-          var d = childDocument(node);
+          var d = childDocument(node), src = node.getAttribute("src") || node.name || "";
           if (d && d.body) {
-            newline(); emit("(frame " + cut(node.getAttribute("src") || node.name || "", 80) + ")"); newline();
-            walk(d.body, (frame ? frame + " > " : "") + (node.getAttribute("src") || node.name || "iframe"), false);
+            newline(); emit("(frame " + cut(src, 80) + ")"); newline();
+            walk(d.body, (frame ? frame + " > " : "") + (src || "iframe"), false);
             newline();
+          } else if (!d && visible(node)) {  // another origin: the driver reads it there
+            var n = stamp(node).index;
+            frames.push({index: n, src: node.src || src, frame: frame});
+            newline(); emit("(frame " + n + ": " + cut(node.src || src, 80) + ")"); newline();
+            emit("\u0001frame " + n + "\u0001"); newline();
           }
           return;
         }
@@ -286,7 +351,7 @@
     }
     if (above) text = "(scrolled: the content above is not shown; scroll up to see it)\n" + text;
     return {url: location.href, title: document.title, text: text, elements: elements, truncated: truncated,
-            status: pageStatus()};
+            status: pageStatus(), frames: frames, next: reserve(0)};
   }
 
   // The main document's HTTP status (0: unknown, e.g. data: URLs); -1 for the browser's own error page.
@@ -326,13 +391,6 @@
     throw e;
   }
 
-  // The one element the candidates that pass `test` describe; several distinct ones are ambiguous.
-  function only(t, cands, test) {
-    var hits = innermost(cands.filter(test));
-    if (hits.length > 1) ambiguous(t, hits);
-    return hits[0] || null;
-  }
-
   function find(target) {
     if (target === null || target === undefined) return null;
     var t = String(target).trim(), m = /^\[?(\d+)\]?$/.exec(t);
@@ -340,26 +398,48 @@
       var byIndex = all("[" + INDEX + '="' + m[1] + '"]');
       return byIndex[0] || null;
     }
-    var exact = clean(t), want = exact.toLowerCase(), cands = candidates(), i, hit;
+    var found = matching(t);
+    if (found.hits.length > 1) ambiguous(t, found.hits);
+    return found.hits[0] || null;
+  }
+
+  // What a text or selector names, by the first of these kinds of match that has any: {kind (0 the strongest),
+  // hits (several: ambiguous)}. The driver compares kinds across documents of other origins.
+  function matching(t) {
+    var exact = clean(t), want = exact.toLowerCase(), cands = candidates();
     var lower = function (el) { return names(el).map(function (n) { return n.toLowerCase(); }); };
-    // Exact (case-sensitive) before case-insensitive: "Eget" is not "eget".
-    hit = only(t, cands, function (el) { return names(el).indexOf(exact) >= 0; }) ||
-      only(t, cands, function (el) { return lower(el).indexOf(want) >= 0; });
-    if (hit) return hit;
-    if (isSelector(t)) {
-      var matched = all(t);
-      for (i = 0; i < matched.length; i++) if (visible(matched[i])) return matched[i];
-      if (matched.length) return matched[0];
+    var kinds = [
+      // Exact (case-sensitive) before case-insensitive: "Eget" is not "eget".
+      function () { return innermost(cands.filter(function (el) { return names(el).indexOf(exact) >= 0; })); },
+      function () { return innermost(cands.filter(function (el) { return lower(el).indexOf(want) >= 0; })); },
+      function () {
+        if (!isSelector(t)) return [];
+        var matched = all(t), shown = matched.filter(visible);
+        return (shown.length ? shown : matched).slice(0, 1);
+      },
+      function () {
+        return innermost(cands.filter(function (el) {
+          return names(el).some(function (n) { return n.indexOf(exact) >= 0; });
+        }));
+      },
+      function () {
+        return innermost(cands.filter(function (el) {
+          return lower(el).some(function (n) { return n.indexOf(want) >= 0; });
+        }));
+      },
+      function () { var el = smallestWithText(exact, want); return el ? [el] : []; }
+    ];
+    for (var k = 0; k < kinds.length; k++) {
+      var hits = kinds[k]();
+      if (hits.length) return {kind: k, hits: hits};
     }
-    hit = only(t, cands, function (el) {
-      return names(el).some(function (n) { return n.indexOf(exact) >= 0; });
-    }) || only(t, cands, function (el) {
-      return lower(el).some(function (n) { return n.indexOf(want) >= 0; });
-    });
-    if (hit) return hit;
-    // the smallest visible element whose text contains it (deepest match wins), exact case first
+    return {kind: kinds.length, hits: []};
+  }
+
+  // The smallest visible element whose text contains it (deepest match wins), exact case first.
+  function smallestWithText(exact, want) {
     var best = null, bestExact = false, els = all("body *");
-    for (i = 0; i < els.length; i++) {
+    for (var i = 0; i < els.length; i++) {
       var el = els[i];
       if (SKIP[el.tagName] || !visible(el)) continue;
       var text = clean(el.innerText), isExact = text.indexOf(exact) >= 0;
@@ -370,6 +450,13 @@
       }
     }
     return best;
+  }
+
+  function rank(target) {
+    var found = matching(String(target).trim());
+    return {ok: true, kind: found.kind, count: found.hits.length, matches: found.hits.slice(0, 5).map(function (el) {
+      return {index: stamp(el).index, tag: el.tagName.toLowerCase(), label: label(el)};
+    })};
   }
 
   function notFound(target) {
@@ -424,6 +511,164 @@
   }
 
   function fire(el, type) { el.dispatchEvent(new Event(type, {bubbles: true, composed: true})); }
+
+  // --- custom drop-downs: ARIA comboboxes and listboxes -------------------------------------------------
+  var PAST = 6;  // pixels a drag onto an element goes past its centre (at most a quarter of its size)
+  var CHOOSER = '[role=combobox],[role=listbox],[aria-haspopup=listbox]';
+
+  function chooser(el) { return !!(el.matches && el.matches(CHOOSER)); }
+
+  function byIds(el, attr) {
+    var root = el.getRootNode ? el.getRootNode() : el.ownerDocument, out = [];
+    (el.getAttribute(attr) || "").split(/\s+/).forEach(function (id) {
+      var found = id && (root.getElementById ? root.getElementById(id) : el.ownerDocument.getElementById(id));
+      if (found) out.push(found);
+    });
+    return out;
+  }
+
+  // The visible options of a combobox or listbox: its own, those of the popup it controls or owns, else (a popup
+  // rendered elsewhere in the document, as many libraries do) every visible option of its document.
+  function optionsOf(el) {
+    var places = [el].concat(byIds(el, "aria-controls"), byIds(el, "aria-owns")), out = [];
+    places.forEach(function (place) {
+      var found = place.querySelectorAll("[role=option]");
+      for (var i = 0; i < found.length; i++) if (visible(found[i]) && out.indexOf(found[i]) < 0) out.push(found[i]);
+    });
+    if (out.length || el.getAttribute("aria-expanded") !== "true") return out;
+    var any = el.ownerDocument.querySelectorAll("[role=option]");
+    for (var j = 0; j < any.length; j++) if (visible(any[j])) out.push(any[j]);
+    return out;
+  }
+
+  function optionText(o) { return clean(o.innerText || o.textContent || o.getAttribute("aria-label")); }
+
+  function pickOption(opts, option) {
+    var want = clean(option).toLowerCase(), texts = opts.map(optionText), i;
+    for (i = 0; i < opts.length; i++) if (texts[i].toLowerCase() === want) return i;
+    for (i = 0; i < opts.length; i++) if (texts[i].toLowerCase().indexOf(want) >= 0) return i;
+    return -1;
+  }
+
+  function press(el) {
+    reveal(el);
+    mouse(el, ["pointerover", "mouseover", "pointerdown", "mousedown"]);
+    if (el.focus) el.focus();
+    mouse(el, ["pointerup", "mouseup"]);
+    if (typeof el.click === "function") el.click(); else mouse(el, ["click"]);
+  }
+
+  function choose(el, option, open) {
+    var opts = optionsOf(el);
+    if (!opts.length) {
+      if (open) press(el);
+      return {ok: true, pending: true};
+    }
+    var pick = pickOption(opts, option);
+    if (pick < 0) return {ok: false, error: "No option " + JSON.stringify(String(option)) + " in [" + stamp(el).index +
+      "] (options: " + opts.map(optionText).slice(0, 30).join(", ") + ")."};
+    var text = optionText(opts[pick]);
+    press(opts[pick]);
+    var r = info(el);
+    r.selected = text;
+    r.widget = true;
+    return r;
+  }
+
+  function shows(el, text) {
+    var want = clean(text).toLowerCase();
+    if (el.getAttribute("role") === "listbox") {
+      var chosen = el.querySelectorAll("[aria-selected=true],[aria-checked=true]");
+      for (var i = 0; i < chosen.length; i++) if (optionText(chosen[i]).toLowerCase().indexOf(want) >= 0) return true;
+      return false;
+    }
+    var seen = [el.value, el.innerText, el.textContent, el.getAttribute("aria-valuetext")].concat(
+      byIds(el, "aria-labelledby").map(function (l) { return l.innerText; }));
+    return seen.some(function (s) { return typeof s === "string" && clean(s).toLowerCase().indexOf(want) >= 0; });
+  }
+
+  // --- drag and drop -------------------------------------------------------------------------------------
+  function centre(el) {
+    var b = el.getBoundingClientRect();
+    return {x: b.left + b.width / 2, y: b.top + b.height / 2};
+  }
+
+  // The target's centre, a little past it the way the drag goes: a sortable list swaps two items once the pointer
+  // crosses the middle of the one it moves onto, not at the middle itself.
+  function past(from, onto) {
+    var b = onto.getBoundingClientRect(), c = centre(onto);
+    var step = function (d, size) { return d ? Math.sign(d) * Math.min(size / 4, PAST) : 0; };
+    return {x: c.x + step(c.x - from.x, b.width), y: c.y + step(c.y - from.y, b.height)};
+  }
+
+  function inView(point, el) {
+    var View = el.ownerDocument.defaultView;
+    return point.x >= 0 && point.y >= 0 && point.x < View.innerWidth && point.y < View.innerHeight;
+  }
+
+  function html5(el) {
+    var d = el.closest && el.closest("[draggable=true],[ondragstart]");
+    return d || null;
+  }
+
+  function dragEvent(el, type, point, data) {
+    var View = el.ownerDocument.defaultView;
+    var e = new View.DragEvent(type, {bubbles: true, cancelable: type !== "dragend" && type !== "dragleave", composed: true, clientX: point.x, clientY: point.y, view: View, dataTransfer: data});
+    return el.dispatchEvent(e);  // false: a listener cancelled it
+  }
+
+  // HTML5 drag-and-drop as Chromium fires it for a person (WebDriver's pointer actions fire none of it).
+  function dropHtml5(el, onto, from, to) {
+    var View = el.ownerDocument.defaultView, data = new View.DataTransfer();
+    mouse(el, ["pointerdown", "mousedown"]);
+    if (!dragEvent(el, "dragstart", from, data))
+      return {ok: false, error: "The page did not let [" + stamp(el).index + "] be dragged (dragstart cancelled)."};
+    dragEvent(el, "drag", from, data);
+    dragEvent(onto, "dragenter", to, data);
+    var accepted = !dragEvent(onto, "dragover", to, data);
+    if (accepted) {
+      data.dropEffect = data.effectAllowed === "copy" ? "copy" : "move";
+      dragEvent(onto, "drop", to, data);
+    } else {
+      dragEvent(onto, "dragleave", to, data);
+    }
+    dragEvent(el, "dragend", to, data);
+    return {accepted: accepted};
+  }
+
+  function drag(source, target, offset) {
+    var el, onto = null;
+    try {
+      el = find(source);
+      if (!el) return notFound(source);
+      if (target !== null && target !== undefined && target !== "") {
+        onto = find(target);
+        if (!onto) return notFound(target);
+        if (onto.ownerDocument !== el.ownerDocument)
+          return {ok: false, error: "[" + stamp(el).index + "] and [" + stamp(onto).index + "] are in different " +
+            "documents (frames): an element is dragged within its own page."};
+      }
+    } catch (e) { if (e.ambiguous) return {ok: false, error: e.message}; throw e; }
+    reveal(el);
+    var from = centre(el), to;
+    if (onto) {
+      if (!inView(centre(onto), onto)) onto.scrollIntoView({block: "nearest", inline: "nearest"});  // both in view
+      from = centre(el);
+      to = past(from, onto);
+    } else {
+      to = {x: from.x + (+(offset && offset.x) || 0), y: from.y + (+(offset && offset.y) || 0)};
+    }
+    var r = {ok: true, from: from, to: to, source: info(el), target: onto ? info(onto) : null};
+    var dragged = html5(el);
+    r.html5 = !!dragged;
+    if (dragged) {
+      var drop = onto || el.ownerDocument.elementFromPoint(to.x, to.y) || el.ownerDocument.body;
+      var done = dropHtml5(dragged, drop, from, to);
+      if (done.ok === false) return done;
+      r.accepted = done.accepted;
+    }
+    return r;
+  }
 
   // --- replay locators ------------------------------------------------------------------------------
   var STABLE = ["id", "name", "type", "href", "placeholder"];
@@ -574,12 +819,14 @@
         return null;
       });
     },
-    select: function (target, option) {
+    select: function (target, option, options) {
       return withElement(target, function (el) {
         if (el.tagName !== "SELECT") {
           var inner = el.querySelector && el.querySelector("select");
+          var widget = !inner && (chooser(el) ? el : el.querySelector && el.querySelector(CHOOSER));
+          if (widget) return choose(widget, option, !!(options && options.open));
           if (!inner) return {ok: false, error: "The element [" + stamp(el).index + "] <" +
-            el.tagName.toLowerCase() + "> is not a <select>."};
+            el.tagName.toLowerCase() + "> is neither a <select> nor a combobox or listbox."};
           el = inner;
         }
         var want = clean(option).toLowerCase(), pick = -1, i, texts = [];
@@ -601,6 +848,14 @@
         return r;
       });
     },
+    shows: function (target, text) {
+      var el;
+      try { el = find(target); } catch (e) { return false; }
+      if (el && !chooser(el) && el.tagName !== "SELECT") el = el.querySelector(CHOOSER) || el;
+      return !!el && shows(el, text);
+    },
+    drag: drag,
+    reserve: reserve,
     scroll: function (direction, target) {
       direction = (direction || "down").toLowerCase();
       var el = null;
@@ -703,6 +958,8 @@
       });
     },
     resolve: resolve,
+    rank: rank,
+    frameToward: frameToward,
     property: function (target, name) {
       return withElement(target, function (el) {
         var value = el[name];

@@ -6,13 +6,13 @@ import secrets
 import shutil
 import signal
 import subprocess
-import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 
+from app.background import Background
 from app.egress.proxy import EgressProxy, proxies_under
 from app.live import state as live_state
 from app.sandbox import box as sandbox, processes as sandbox_processes
@@ -22,8 +22,10 @@ from . import recording
 from .base import BrowserUnavailable
 from .egress import HARDENING_ARGUMENTS
 from .kept_session import attach
+from .page_script import PageScript
 from .unix_connection import remote_connection
 from .selenium_driver import SeleniumBrowser, _reason, browsers_dir, chrome_options, missing_browser
+from .world import World
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,8 @@ class PooledBox:
     egress_address: str
     time_zone: str
     window_handle: str = ""  # its one tab's: the takeover needs no WebDriver call to learn it
-    recorder: dict = None  # {name, key, identifier} of the recorder its tab's documents get (None: not recorded)
+    recorder: dict = None  # {name, token, identifier} of the recorder its tab's documents get (None: not recorded)
+    handles: list = None  # a browser kept at a pause (workers/browser/parking.py): its tabs, in the order they opened
 
     @property
     def downloads(self):
@@ -139,24 +142,24 @@ def claim(config):
     return None
 
 
-class BrowserPool:
+class BrowserPool(Background):
     """Keeps `size` ready boxes in `pool_root`, one started at a time, from one thread of the worker's main
     process. That thread must outlive its boxes: bubblewrap's --die-with-parent and the egress proxy's
     pdeathsig end them with it, so a SIGKILLed worker leaves none running."""
 
+    name = "browser-pool"
+    join_seconds = 60
+
     def __init__(self, config, size):
+        super().__init__()
         self.config, self.size = config, size
         self.root = pool_root(config["VAR_DIR"])
         self.boxes = {}  # directory -> (PooledBox, Popen of its sandbox, its EgressProxy)
-        self.stopping = threading.Event()
-        self.thread = None
         self._lock_file = None
 
     def start(self):
         os.register_at_fork(after_in_child=self._forget_in_child)
-        self.thread = threading.Thread(target=self._run, name="browser-pool", daemon=True)
-        self.thread.start()
-        return self
+        return super().start()
 
     def _forget_in_child(self):
         """A pool process forked later (a replaced one) shares no part of the host lock: an orphan would hold it."""
@@ -164,12 +167,6 @@ class BrowserPool:
             self._lock_file.close()
             self._lock_file = None
         self.boxes = {}
-
-    def stop(self):
-        """End every box not handed out, then the thread. A handed-out box is its task's to close."""
-        self.stopping.set()
-        if self.thread is not None:
-            self.thread.join(60)
 
     def ready(self):
         return [pooled for pooled, _, _ in self.boxes.values() if (Path(pooled.directory) / READY).exists()]
@@ -275,8 +272,8 @@ class BrowserPool:
 
 
 def _new_session(config, box, proxy):
-    """The WebDriver session a task will drive: Chromium started on chromedriver's blank page, no page loaded, and
-    its tab's recorder: (session id, window handle, recorder). Downloads go to the box's own folder (its policy says
+    """The WebDriver session a task will drive: Chromium started on chromedriver's blank page, no page loaded, page.js
+    and its tab's recorder added for its documents: (session id, window handle, recorder). Downloads go to the box's own folder (its policy says
     so too); a task's files are moved out at its end."""
     options = chrome_options(window_size(config), config.get("BROWSER_LOCALE", "en-US"), proxy,
                              str(box.downloads), HARDENING_ARGUMENTS)
@@ -287,22 +284,22 @@ def _new_session(config, box, proxy):
     options.timeouts = {"pageLoad": int(config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30) * 1000), "script": 30000}
     driver = webdriver.Remote(command_executor=remote_connection(box.driver_url), options=options)
     try:
+        PageScript(driver).install()  # the task's first page has page.js from its start
         return driver.session_id, driver.current_window_handle, _add_recorder(config, driver)
     finally:
         driver.command_executor.close()
 
 
 def _add_recorder(config, driver):
-    """The task's recorder (workers/browser/recording.py), added to the tab's next documents now rather than at the
-    task's first action: a CDP call carrying rrweb's 77 KB source, off the task's path. Its names are drawn here and
-    are still secret (the tab has loaded no page). No deadline: the browser ends with its one task. None when
-    recordings are off here: no recorder in its pages, as in a cold browser's."""
+    """The task's recorder (workers/browser/recording.py), added to the tab's next documents (in the isolated world of
+    workers/browser/world.py) now rather than at the task's first action: a CDP call carrying rrweb's 77 KB source,
+    off the task's path. Its name and token are drawn here and never reach a page. No deadline: the browser ends with
+    its one task. None when recordings are off here: no recorder in its pages, as in a cold browser's."""
     if recording.available(config):
         return None
-    name, key = recording.new_names()
-    added = driver.execute("executeCdpCommand", {"cmd": "Page.addScriptToEvaluateOnNewDocument", "params": {
-        "source": recording.recorder_source(config["RRWEB_DIR"], name, key, until=0)}})
-    return {"name": name, "key": key, "identifier": (added.get("value") or {}).get("identifier")}
+    name, token = recording.new_names()
+    source = recording.recorder_source(config["RRWEB_DIR"], name, token, until=0, budget=recording.max_bytes(config))
+    return {"name": name, "token": token, "identifier": World(driver).add(source)}
 
 
 def _chromium_pid(profile):
@@ -327,13 +324,15 @@ class PooledBrowser(SeleniumBrowser):
         self.zone_per_tab = bool(time_zone) and time_zone != pooled.time_zone
         self._closed = False
         self._history_tabs = {}
+        self._frames = {}  # element number -> the frames of another origin it is in (SeleniumBrowser.read)
         self.ready_recorder = dict(pooled.recorder, handle=pooled.window_handle) if pooled.recorder else None
         self.driver = None
         try:
             self.driver = attach(pooled.driver_url, pooled.session_id)  # its timeouts were set at its start
             # The pool read the tab's handle (a ready.json of an older pool has none: asked here, as before).
-            self._known_handles = [pooled.window_handle] if pooled.window_handle else list(self.driver.window_handles)
-            self._emulate(self._known_handles[-1])
+            self._known_handles = (list(pooled.handles) if pooled.handles else [pooled.window_handle]
+                                   if pooled.window_handle else list(self.driver.window_handles))
+            self._emulate(pooled.window_handle or self._known_handles[-1])
         except (WebDriverException, OSError) as exc:
             log.warning("pooled browser %s did not answer at its takeover: destroyed, not used",
                         os.path.basename(pooled.directory))

@@ -1,4 +1,6 @@
-"""A run's recording in a Selenium browser: rrweb added to every document of the tab, its events drained between actions."""
+"""A run's recording in a Selenium browser: rrweb in an isolated world of every document of the tab, its events taken
+in bounded chunks between actions, the step markers the worker's own."""
+import hmac
 import json
 import logging
 import os
@@ -8,12 +10,15 @@ from functools import lru_cache
 
 from selenium.common.exceptions import WebDriverException
 
-from app.dispatch.recordings import STEP_TAG
+from app.dispatch.recordings import STEP_TAG, TRUNCATED_TAG
+
+from .world import World, WorldError
 
 log = logging.getLogger(__name__)
 BOOTSTRAP = os.path.join(os.path.dirname(__file__), "recording.js")
 MAX_PAGE_EVENTS = 200_000  # events one page holds undrained before it stops recording
-CUSTOM_EVENT = 5  # rrweb's event type of a custom event: a step marker (tagged STEP_TAG)
+CHUNK_CHARS = 1 << 20  # what one drain call brings into the worker at most (one event at least)
+CUSTOM_EVENT = 5  # rrweb's event type of a custom event: a step marker (tagged STEP_TAG), the worker's only
 
 
 @lru_cache(maxsize=4)
@@ -33,17 +38,22 @@ def available(config):
 
 
 def new_names():
-    """A recorder's (name, sessionStorage key), random per run: a page cannot guess them before the recorder exists."""
-    return f"__rd{secrets.token_hex(8)}", f"rd-recording-{secrets.token_hex(8)}"
+    """A recorder's (name, token), random per run: its name in the world (runs of a kept session's tab do not meet),
+    and the token every answer of it carries (only the world and the worker know it)."""
+    return f"__rd{secrets.token_hex(8)}", secrets.token_hex(16)
 
 
-def recorder_source(rrweb_dir, name, key, until):
-    """The script each recorded document runs: rrweb and recording.js under `name` and `key`, recording until
-    `until` (ms since the epoch; 0: until the browser ends)."""
+def max_bytes(config):
+    return int(config.get("RECORDING_MAX_BYTES", 50 * 1024 * 1024))
+
+
+def recorder_source(rrweb_dir, name, token, until, budget):
+    """The script each recorded document runs in the world: rrweb and recording.js under `name` with `token`,
+    recording until `until` (ms since the epoch; 0: until the browser ends), keeping at most `budget` characters."""
     rrweb, bootstrap = _sources(rrweb_dir)
-    # The UMD bundle sees a local `module`, so rrweb never becomes a global of the page.
+    # The UMD bundle sees a local `module`, so rrweb never becomes a global, even of the world.
     return (f"(function () {{ var module = {{exports: {{}}}}, exports = module.exports, define;\n{rrweb}\n;"
-            f"({bootstrap})(module.exports, {json.dumps(name)}, {json.dumps(key)}, {int(until)}, "
+            f"({bootstrap})(module.exports, {json.dumps(name)}, {json.dumps(token)}, {int(until)}, {int(budget)}, "
             f"{MAX_PAGE_EVENTS}); }})();")
 
 
@@ -53,105 +63,140 @@ def discard(browser):
     if not ready or not ready.get("identifier"):
         return
     try:
-        browser.driver.execute("executeCdpCommand", {"cmd": "Page.removeScriptToEvaluateOnNewDocument",
-                                                     "params": {"identifier": ready["identifier"]}})
+        World(browser.driver).remove(ready["identifier"])
     except WebDriverException as exc:
         log.info("recording: could not remove the pooled browser's recorder: %s", _first_line(exc))
 
 
 class Recording:
-    """rrweb events of one run. The recorder's name is random per run, so a page cannot guess it before it
-    exists; whatever a page sends back is still checked (JSON, a list of events, within `max_bytes`)."""
+    """rrweb events of one run. The recorder runs where the page's scripts cannot reach it, answers with a token
+    the page never sees, and holds no more than the run's RECORDING_MAX_BYTES; past it the recording ends, marked
+    truncated. What comes back is still checked (JSON, a list of events, no custom event, within the budget)."""
 
     def __init__(self, browser, config, seconds):
         self.driver = browser.driver
-        self.max_bytes = int(config.get("RECORDING_MAX_BYTES", 50 * 1024 * 1024))
+        self.world = World(self.driver)
+        self.max_bytes = max_bytes(config)
         self.started_ms = int(time.time() * 1000)
-        self.scripts = {}  # window handle → CDP script id
+        self.scripts = {}  # window handle → the CDP script ids its documents get (the recorder, the secrets' forms)
         ready = getattr(browser, "ready_recorder", None)
         if ready:  # a pooled browser's tab got it while it waited (workers/browser/pool.py): adopted, not added again
-            self.name, key, until = ready["name"], ready["key"], 0
-            self.scripts[ready["handle"]] = ready["identifier"]
+            self.name, self.token, until = ready["name"], ready["token"], 0
+            self.scripts[ready["handle"]] = [ready["identifier"]]
         else:
-            (self.name, key), until = new_names(), self.started_ms + int(seconds * 1000)
-        self.source = recorder_source(config["RRWEB_DIR"], self.name, key, until)  # for the run's other tabs
-        # Run on its own (pull) or after each page view's read, in the same WebDriver call (take).
-        self.drain_script = f"var r = window[{json.dumps(self.name)}]; return r ? r.drain() : null;"
-        self.events, self.size, self.full = [], 0, False
+            (self.name, self.token), until = new_names(), self.started_ms + int(seconds * 1000)
+        self.source = recorder_source(config["RRWEB_DIR"], self.name, self.token, until, self.max_bytes)
+        self.forms, self.armed = [], set()  # the secrets' forms the recorder masks; tabs whose documents get them
+        self.events, self.size, self.full, self.truncated, self.started = [], 0, False, False, False
         # Set by the environment when the tab shows a new browser's blank first page: nothing there to record, so the
-        # recorder is only added for the tab's next documents (running rrweb in this one costs a WebDriver call of
-        # its whole source: a fifth of a second, before the task's first page).
+        # recorder is only added for the tab's next documents (running rrweb in this one costs a call carrying its
+        # whole source, before the task's first page).
         self.blank = False
 
+    def use_secrets(self, forms):
+        """Mask these forms of the task's secret values in the pages (workers/agent/secrets.py `forms`): given
+        before the first action, they reach every document the recorder is added to."""
+        self.forms = list(forms)
+
     def mark(self, mark):
-        """A step marker ({step, action}) at this moment, kept here (no page call: the page's events come with the
-        page views). The first adds the recorder to the tab (to its next documents, and to the page it shows), unless
-        the tab has it already (a pooled browser's, added while it waited)."""
+        """A step marker ({step, action}) at this moment, kept here (no page call). The first adds the recorder to
+        the tab (to its next documents, and to the page it shows), unless the tab has it already (a pooled
+        browser's, added while it waited)."""
         if self.full:
             return
-        if not self.scripts:  # the run's first action: the tab gets its recorder (the page it shows too, unless blank)
+        if not self.started:  # the run's first action: the tab gets its recorder
+            self.started = True
             try:
                 self._instrument(current=not self.blank)
-            except WebDriverException as exc:
+            except (WebDriverException, WorldError) as exc:
                 log.info("recording: could not add the recorder: %s", _first_line(exc))
+            if not self.blank:  # the page shown before the run, taken now: the action may leave it (no handoff)
+                self.pull()
         self.events.append({"type": CUSTOM_EVENT, "timestamp": int(time.time() * 1000),
                             "data": {"tag": STEP_TAG, "payload": mark}})
 
-    def take(self, out):
-        """The events a page view's read drained (`drain_script` run with it); None: this document has no recorder
-        yet (a new tab, a page opened before), which gets one now."""
-        if self.full:
-            return
-        if out is None:
-            try:
-                self._instrument()
-            except WebDriverException as exc:
-                log.info("recording: could not add the recorder: %s", _first_line(exc))
-            return
-        self._add(out)
-
-    def pull(self):
-        """Take the page's new events (first adding the recorder to a tab or document that has none). A failure costs
-        the recording events, never the run."""
+    def guard(self, on):
+        """While the worker types a secret (on), every element that gets the focus or the keys is masked for good,
+        with its subtree, and whatever text the page shows meanwhile."""
         if self.full:
             return
         try:
-            out = self.driver.execute_script(self.drain_script)
-            if out is None:
+            if self._ask(f"guard({'true' if on else 'false'})") is None and on:
                 self._instrument()
-                out = self.driver.execute_script(self.drain_script)
-        except WebDriverException as exc:
-            log.info("recording: could not read the page's events: %s", _first_line(exc))
+                self._ask("guard(true)")
+        except (WebDriverException, WorldError) as exc:
+            log.info("recording: could not guard the secret's field: %s", _first_line(exc))
+
+    def pull(self):
+        """Take the page's new events, a chunk per call, until the page has none or the run's budget is spent (first
+        adding the recorder to a tab or document that has none). A failure costs the recording events, never the run."""
+        if self.full:
             return
-        self._add(out)
+        instrumented = False
+        try:
+            while not self.full:
+                out = self._ask(f"drain({CHUNK_CHARS}, {max(0, self.max_bytes - self.size)})")
+                if out is None:
+                    if instrumented:
+                        return
+                    self._instrument()
+                    instrumented = True
+                    continue
+                self._add(out.get("events"))
+                if not out.get("more"):  # what the recorder held before it reached the budget is kept
+                    if out.get("capped"):
+                        self._truncate()
+                    return
+        except (WebDriverException, WorldError) as exc:
+            log.info("recording: could not read the page's events: %s", _first_line(exc))
+
+    def _ask(self, call):
+        """The answer of the recorder of the tab's current document to `call` (a method and its arguments, nothing
+        secret), or None when that document has none. Only an answer with the run's token is the recorder's."""
+        return self.world.evaluate(f"var r = globalThis[{json.dumps(self.name)}]; r ? r.{call} : null",
+                                   valid=self._ours)
+
+    def _ours(self, value):
+        return isinstance(value, dict) and hmac.compare_digest(str(value.get("token")), self.token)
 
     def _instrument(self, current=True):
-        """This tab's next documents get the recorder (CDP, per tab; once), and with `current` its current document
-        gets it now."""
+        """This tab's next documents get the recorder (and the secrets' forms) in the world, once per tab; with
+        `current` its current document gets them now, by a call checked to reach the world."""
         handle = self.driver.current_window_handle
-        if handle not in self.scripts:
-            added = self.driver.execute("executeCdpCommand", {"cmd": "Page.addScriptToEvaluateOnNewDocument",
-                                                              "params": {"source": self.source}})
-            self.scripts[handle] = (added.get("value") or {}).get("identifier")
+        scripts = self.scripts.setdefault(handle, [])
+        if not scripts:
+            scripts.append(self.world.add(self.source))
+        if self.forms and handle not in self.armed:
+            scripts.append(self.world.add(f"(function () {{ var r = globalThis[{json.dumps(self.name)}]; "
+                                          f"if (r) r.secrets({json.dumps(self.forms)}); }})();"))
+        self.armed.add(handle)
         if current:
-            self.driver.execute_script(self.source)
+            self.world.call(f"function (forms) {{ {self.source}\nvar r = globalThis[{json.dumps(self.name)}];"
+                            "if (r && forms.length) r.secrets(forms); return !!r; }", self.forms)
 
     def _add(self, out):
         if not isinstance(out, str) or not out:
             return
-        self.size += len(out)
-        if self.size > self.max_bytes:
-            self.full = True
-            log.warning("recording: larger than RECORDING_MAX_BYTES; the rest of the run is not recorded")
+        if self.size + len(out) > self.max_bytes:  # the recorder keeps to the budget; a page cannot make it send more
+            self._truncate()
             return
+        self.size += len(out)
         try:
             events = json.loads(out)
         except ValueError:
             return
         if isinstance(events, list):
-            # Events kept in a site's sessionStorage by an earlier run (a kept session) are not this run's.
-            self.events.extend(e for e in events if isinstance(e, dict) and isinstance(e.get("timestamp"), (int, float))
-                               and isinstance(e.get("type"), int) and e["timestamp"] >= self.started_ms - 1000)
+            self.events.extend(e for e in events if isinstance(e, dict) and isinstance(e.get("type"), int)
+                               and e["type"] != CUSTOM_EVENT and isinstance(e.get("timestamp"), (int, float)))
+
+    def _truncate(self):
+        """The run's budget is spent: nothing more is recorded, and the recording says where it ends."""
+        if self.full:
+            return
+        self.full = self.truncated = True
+        self.events.append({"type": CUSTOM_EVENT, "timestamp": int(time.time() * 1000),
+                            "data": {"tag": TRUNCATED_TAG, "payload": {"maxBytes": self.max_bytes}}})
+        log.warning("recording: RECORDING_MAX_BYTES reached; the rest of the run is not recorded")
 
     def finish(self):
         """The last events; then the recorder stops and leaves every tab it was added to (a kept session's browser
@@ -161,15 +206,13 @@ class Recording:
             current = self.driver.current_window_handle
         except WebDriverException:
             return self.events  # the browser is gone: so are its recorders
-        stop = f"var r = window[{json.dumps(self.name)}]; if (r) r.stop();"
-        for handle, identifier in sorted(self.scripts.items(), key=lambda item: item[0] == current):
+        for handle, scripts in sorted(self.scripts.items(), key=lambda item: item[0] == current):
             try:
                 if handle != current:
                     self.driver.switch_to.window(handle)
-                self.driver.execute_script(stop)
-                if identifier:
-                    self.driver.execute("executeCdpCommand", {"cmd": "Page.removeScriptToEvaluateOnNewDocument",
-                                                              "params": {"identifier": identifier}})
+                self._ask("stop()")
+                for identifier in filter(None, scripts):
+                    self.world.remove(identifier)
             except WebDriverException:
                 pass  # that tab was closed: its recorder with it
         try:

@@ -1,4 +1,6 @@
 """The Selenium driver of `Browser`: a fresh local Chromium per task (Debian's packages), or a Grid session."""
+import contextlib
+import json
 import logging
 import os
 import shutil
@@ -6,13 +8,12 @@ import subprocess
 import tempfile
 import time
 import uuid
-from pathlib import Path
+from functools import cached_property
 
+import urllib3
 from celery.exceptions import SoftTimeLimitExceeded
 from selenium import webdriver
-from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
-                                        InvalidSessionIdException, JavascriptException,
-                                        NoSuchWindowException, StaleElementReferenceException,
+from selenium.common.exceptions import (InvalidSessionIdException, JavascriptException, NoSuchWindowException,
                                         TimeoutException, WebDriverException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
@@ -21,23 +22,21 @@ from selenium.webdriver.remote.file_detector import LocalFileDetector, UselessFi
 from selenium.webdriver.remote.webelement import WebElement
 
 from app.live import state as live_state
+from app.profiles import state as profile_state
+from app.profiles.state import READ_STORAGE, cookie_param
 from app.sandbox import box as sandbox, processes as sandbox_processes
 from app.sandbox.box import BrowserBox, HostUnavailable
 
-from .base import Browser, BrowserError, BrowserUnavailable, PageReading
+from .base import FRAME_PLACEHOLDER, Browser, BrowserError, BrowserUnavailable, PageReading
+from .page_script import PAGE_JS, PageScript
 from .unix_connection import UnixRemoteConnection
+from .world import WorldError
 
 log = logging.getLogger(__name__)
 # Selenium logs each WebDriver command body at DEBUG: typed text (secret values) would land in logs.
 for _name in ("selenium", "urllib3.connectionpool"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
-PAGE_JS = (Path(__file__).with_name("page.js")).read_text()
-_CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(null, arguments[1]);"
-# One round trip for "where is it" and, when it lives in the top document, the element itself.
-_LOCATE = PAGE_JS + """
-var rd = window.__remoteDispatch, info = rd.locate(arguments[0]);
-return [info, info.ok && info.inTop ? rd.element(String(info.index)) : null];"""
 KEYS = {name.lower(): getattr(Keys, name) for name in dir(Keys) if name.isupper()}
 KEYS.update({"ctrl": Keys.CONTROL, "cmd": Keys.COMMAND, "meta": Keys.META, "esc": Keys.ESCAPE,
              "del": Keys.DELETE, "return": Keys.ENTER, "pageup": Keys.PAGE_UP, "pagedown": Keys.PAGE_DOWN,
@@ -45,6 +44,12 @@ KEYS.update({"ctrl": Keys.CONTROL, "cmd": Keys.COMMAND, "meta": Keys.META, "esc"
              "arrowright": Keys.ARROW_RIGHT, "up": Keys.ARROW_UP, "down": Keys.ARROW_DOWN,
              "left": Keys.ARROW_LEFT, "right": Keys.ARROW_RIGHT, "space": Keys.SPACE})
 MODIFIERS = {Keys.CONTROL, Keys.SHIFT, Keys.ALT, Keys.META, Keys.COMMAND}
+DRAG_MOVES = 12  # a pointer drag's moves between down and up: libraries wait for a few before a drag starts
+CHOICE_SECONDS = 5  # how long a custom drop-down may take to show its options, and to show the chosen one
+FRAME_DEPTH = 3  # frames of another origin inside frames of another origin, read this deep
+MAX_HOPS = 10  # same-origin frames on the way to a frame of another origin, entered this deep
+# page.js's call in the document of a frame WebDriver is switched into (its source sent along, run in its main world).
+FRAME_CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(null, arguments[1]);"
 
 
 def browsers_dir(var_dir):
@@ -101,6 +106,7 @@ class SeleniumBrowser(Browser):
 
     group = None  # a pooled browser's process group (workers/browser/pool.py started it, not a Service of ours)
     zone_per_tab = False  # the browser's own TZ is not the task's (a Grid node, a pooled browser): set it per tab
+    _framed = False  # WebDriver is switched into a frame (`_inside`): page.js is called in that frame's document
 
     def __init__(self, *, label="", chromium_path="/usr/bin/chromium", chromedriver_path="/usr/bin/chromedriver",
                  remote_url=None, proxy=None, window_size=(1280, 900), locale="en-US", time_zone=None,
@@ -118,6 +124,7 @@ class SeleniumBrowser(Browser):
         self._closed = False
         self._known_handles = []
         self._history_tabs = {}
+        self._frames = {}  # element number -> the path of frame numbers (from the top document) it is in
         if not remote_url:
             problem = missing_browser(chromium_path, chromedriver_path)
             if problem:
@@ -139,6 +146,7 @@ class SeleniumBrowser(Browser):
             self.driver.set_script_timeout(30)
             self._known_handles = list(self.driver.window_handles)
             self._emulate(self.driver.current_window_handle)
+            self.page.install()  # before the task's first page, which then has page.js from its start
         except BrowserError:
             self.close()
             raise
@@ -184,12 +192,25 @@ class SeleniumBrowser(Browser):
             log.warning("browser %s: the time zone could not be set on tab %s", self.label, handle)
 
     # --- plumbing ------------------------------------------------------------------------------------
-    def _call(self, method, *args, script=None):
+    @cached_property
+    def page(self):
+        """page.js in the isolated world of the tab's documents (page_script.py)."""
+        return PageScript(self.driver)
+
+    def _call(self, method, *args):
+        """page.js's `method(*args)` in the document WebDriver is in: the top document's through page.js's object in
+        our isolated world (installed once per tab); a frame's (`_inside`) by execute_script with page.js's source,
+        whose DOM elements come back as WebElements: a frame of another origin is another renderer's document,
+        which the top document's world does not reach."""
+        if self._framed:
+            return self._page(self.driver.execute_script, FRAME_CALL, method, list(args))
+        return self._page(self.page.call, method, *args)
+
+    def _page(self, function, *args):
+        """`function(*args)` of the page script, its failures as BrowserError."""
         try:
-            if script is not None:
-                return self.driver.execute_script(script, *args)
-            return self.driver.execute_script(_CALL, method, list(args))
-        except JavascriptException as exc:
+            return function(*args)
+        except (WorldError, JavascriptException) as exc:
             raise BrowserError(f"The page script failed: {_reason(exc)}") from None
         except TimeoutException:
             raise BrowserError("Timed out waiting for the page to answer.") from None
@@ -235,6 +256,7 @@ class SeleniumBrowser(Browser):
     def _settle(self, opens_tab=False):
         """After an action: follow a new tab, then give a navigation it started time to finish loading
         (chromedriver already waits for navigations its own clicks start)."""
+        self.page.forget()
         deadline = time.monotonic() + (3 if opens_tab else 0)
         known = len(self._known_handles)
         while True:
@@ -252,10 +274,16 @@ class SeleniumBrowser(Browser):
             time.sleep(0.1)
 
     def _native(self, target):
-        """(WebElement, info) for an element of the top document, or (None, info) for one in a frame/shadow root."""
-        info, element = self._call(None, target, script=_LOCATE)
-        self._result(info)
-        return (element if isinstance(element, WebElement) else None), info
+        """(WebElement, info) for an element of the current document (the top one, or the frame WebDriver is in),
+        or (None, info) for one in a same-origin frame or a shadow root of it."""
+        if self._framed:
+            info = self._result(self._call("locate", target))
+            return (self._call("element", str(info["index"])) if info.get("inTop") else None), info
+        info, element = self._page(self.page.locate, target)
+        return self._element(element), self._result(info)
+
+    def _element(self, element_id):
+        return WebElement(self.driver, element_id) if element_id else None
 
     # --- navigation and tabs ---------------------------------------------------------------------------
     def open(self, url, new_tab=False):
@@ -264,6 +292,7 @@ class SeleniumBrowser(Browser):
                 self.driver.switch_to.new_window("tab")
                 self._known_handles.append(self.driver.current_window_handle)
                 self._emulate(self.driver.current_window_handle)
+            self.page.forget()
             self.driver.get(url)
         except TimeoutException:
             raise BrowserError(f"Timed out loading {url}.") from None
@@ -274,7 +303,7 @@ class SeleniumBrowser(Browser):
     def live_target(self):
         try:  # chromedriver's window handle is the tab's DevTools target id
             return self.driver.current_window_handle
-        except WebDriverException:
+        except (WebDriverException, urllib3.exceptions.HTTPError):  # gone too: the next step says so, not the viewer
             return None
 
     def current_url(self):
@@ -323,20 +352,125 @@ class SeleniumBrowser(Browser):
         self._recover_tab()
 
     # --- reading ---------------------------------------------------------------------------------------
-    def read(self, max_chars=40000, also=None):
-        """The page view; `also` (a function body: a recording's drain) runs in the page in the same round trip, and
-        what it returns is the reading's `also`."""
+    def read(self, max_chars=40000):
         self._follow_tabs()  # a tab a script opened since the last action
-        options = {"maxChars": int(max_chars)}
-        extra = None
-        if also is None:
-            result = self._call("read", options)
-        else:
-            script = f"{PAGE_JS}\nreturn [window.__remoteDispatch.read(arguments[0]), (function () {{ {also} }})()];"
-            result, extra = self._call("read", options, script=script)
-        return PageReading(url=result["url"], title=result["title"], text=result["text"],
+        result = self._call("read", {"maxChars": int(max_chars)})
+        self._frames = {}
+        if result.get("frames"):
+            result = self._with_frames(result, (), int(max_chars), "")
+            self._call("reserve", result["next"])  # the top document's counter: the highest number of all
+        text = FRAME_PLACEHOLDER.sub("(frames this deep are not read)", result["text"])
+        return PageReading(url=result["url"], title=result["title"], text=text,
                            elements=result["elements"], status=result.get("status") or 0,
-                           truncated=bool(result.get("truncated")), also=extra)
+                           truncated=bool(result.get("truncated")))
+
+    def _with_frames(self, result, path, max_chars, where):
+        """A document's reading with the views of its frames of other origins put in their places (page.js leaves a
+        placeholder for each): each frame read in it through WebDriver frame switching, its numbers going on from
+        the document's, so every number of the view is one element."""
+        text, elements, number = result["text"], list(result["elements"]), result["next"]
+        for frame in result.get("frames") or []:
+            inner_path, src = path + (frame["index"],), frame.get("src") or ""
+            inner_where = f"{where} > {src}" if where else src
+            budget = max(0, max_chars - len(text))
+            inner = self._frame_reading(inner_path, {"maxChars": budget, "next": number}) if budget else None
+            if inner is not None and inner.get("frames") and len(inner_path) < FRAME_DEPTH:
+                inner = self._with_frames(inner, inner_path, budget, inner_where)
+            shown = "(this frame could not be read)" if inner is None else inner["text"]
+            text = text.replace(f"\x01frame {frame['index']}\x01", shown, 1)
+            if inner is None:
+                continue
+            number = max(number, inner["next"])
+            for element in inner["elements"]:
+                self._frames[element["index"]] = inner_path
+                elements.append({**element, "frame": f"{inner_where} > {element['frame']}"
+                                 if element.get("frame") else inner_where})
+        return {**result, "text": text, "elements": elements, "next": number}
+
+    def _frame_reading(self, path, options):
+        try:
+            with self._inside(path):
+                return self._call("read", options)
+        except BrowserError:
+            return None
+
+    @contextlib.contextmanager
+    def _inside(self, path):
+        """In the frame at `path` (frame numbers from the top document), then back in the top document."""
+        try:
+            for number in path:
+                self._enter(number)
+            yield
+        except WebDriverException as exc:
+            raise BrowserError(f"The frame could not be entered: {_reason(exc)}") from None
+        finally:
+            self._framed = False
+            try:
+                self.driver.switch_to.default_content()
+            except WebDriverException:
+                pass
+
+    def _enter(self, number):
+        """Into the frame numbered `number` of the current document, through the same-origin frames that hold it
+        (one in a same-origin iframe or an open shadow root, at any depth)."""
+        for _ in range(MAX_HOPS):
+            element, arrived = self._frame_toward(number)
+            if not isinstance(element, WebElement):
+                break
+            self.driver.switch_to.frame(element)
+            self._framed = True
+            if arrived:
+                return
+        raise BrowserError(f"The frame [{number}] cannot be entered.")
+
+    def _frame_toward(self, number):
+        """page.js's frameToward(number) in the current document: [the frame element to switch into next, arrived]."""
+        if self._framed:
+            return self._call("frameToward", number)
+        arrived, element = self._page(self.page.toward, number)
+        return self._element(element), arrived
+
+    def _routed(self, target, act):
+        """`act()` where `target` is: the top document (same-origin frames and shadow roots included) or a frame of
+        another origin the last reading found. An element number names its document; a text or selector is matched
+        in every document by the same rules as in one (page.js rank), so a text in the page and in a frame is as
+        ambiguous as twice in the page. A page without such frames costs nothing more than the top document."""
+        number = _number(target)
+        path = self._frames.get(number) if number is not None else self._document_with(target) if self._frames else ()
+        if not path:
+            return act()
+        return self._in_frame(path, act)
+
+    def _in_frame(self, path, act):
+        """`act()` in the frame at `path`, numbering new elements on from the whole page's highest number."""
+        top_next = self._call("reserve", 0)
+        with self._inside(path):
+            self._call("reserve", top_next)  # a number stamped in the frame is new to the whole page
+            result = act()
+            top_next = self._call("reserve", 0)
+        self._call("reserve", top_next)
+        return result
+
+    def _document_with(self, target):
+        """The path of the document whose match of `target` is the strongest kind (() the top document; also when
+        nothing matches, for the top document's "no element" to say so); several at that kind in several documents
+        are ambiguous, as page.js says of one document."""
+        ranked = [((), self._result(self._call("rank", target)))]
+        for path in dict.fromkeys(self._frames.values()):
+            try:
+                ranked.append((path, self._in_frame(path, lambda: self._result(self._call("rank", target)))))
+            except BrowserError:  # a frame that went away: the others still answer
+                continue
+        found = [(path, rank) for path, rank in ranked if rank["count"]]
+        if not found:
+            return ()
+        strongest = min(rank["kind"] for _, rank in found)
+        best = [(path, rank) for path, rank in found if rank["kind"] == strongest]
+        if len(best) > 1:
+            listed = [f"[{m['index']}] <{m['tag']}> {m['label']}" for _, rank in best for m in rank["matches"]]
+            raise BrowserError(f"Several elements match {json.dumps(str(target).strip())} in the page and its "
+                               f"frames: {', '.join(listed[:5])}. Use the element number.")
+        return best[0][0]
 
     def html(self):
         return self._call("html")
@@ -352,38 +486,59 @@ class SeleniumBrowser(Browser):
 
     # --- acting ------------------------------------------------------------------------------------------
     def click(self, target):
+        return self._routed(target, lambda: self._click(target))
+
+    def _click(self, target):
         element, info = self._native(target)
         done = False
         if element is not None:
             try:
                 element.click()  # a real click (scrolled into view): user activation, so target=_blank opens its tab
                 done = True
-            except (ElementClickInterceptedException, ElementNotInteractableException,
-                    StaleElementReferenceException):
-                pass
             except TimeoutException:
                 raise BrowserError(f"Timed out loading the page after clicking [{info['index']}].") from None
+            except WebDriverException:  # intercepted, not interactable, stale; or WebDriver's own scripts broken by
+                pass  # the page (they run in its world): page.js clicks from ours
         if not done:
             self._result(self._call("click", str(info["index"])))
         self._settle(opens_tab=bool(info.get("opensTab")))
         return info
 
     def type(self, target, text):
+        return self._routed(target, lambda: self._type(target, text))
+
+    def _type(self, target, text):
         element, info = self._native(target)
-        if element is not None and element.tag_name.lower() in ("input", "textarea"):
+        if element is not None and info.get("tag") in ("input", "textarea"):
             try:
                 element.clear()
                 element.send_keys(text)
                 return info
-            except (ElementNotInteractableException, StaleElementReferenceException):
+            except WebDriverException:  # not interactable, stale, or WebDriver's scripts broken by the page: page.js types
                 pass
-            except WebDriverException as exc:
-                raise BrowserError(f"Could not type into [{info['index']}]: {_reason(exc)}") from None
         self._result(self._call("type", str(info["index"]), text, {"clear": True}))
         return info
 
     def select(self, target, option):
-        result = self._result(self._call("select", target, option))
+        return self._routed(target, lambda: self._select(target, option))
+
+    def _select(self, target, option):
+        """A <select>'s option; or a custom drop-down's (ARIA combobox or listbox): opened with a click, its options
+        waited for, the option clicked by its text, then waited for until the drop-down shows it."""
+        result = self._result(self._call("select", target, option, {"open": True}))
+        deadline = time.monotonic() + CHOICE_SECONDS
+        while result.get("pending"):
+            if time.monotonic() >= deadline or self.should_stop():
+                raise BrowserError(f"The drop-down {target!r} showed no options to choose from.")
+            time.sleep(0.1)
+            result = self._result(self._call("select", target, option, {"open": False}))
+        if result.get("widget"):
+            self._settle()
+            while not self._call("shows", str(result["index"]), result["selected"]):
+                if time.monotonic() >= deadline or self.should_stop():
+                    raise BrowserError(f"The option {result['selected']!r} was clicked, but [{result['index']}] "
+                                       "does not show it.")
+                time.sleep(0.1)
         self._settle()
         return result
 
@@ -409,6 +564,9 @@ class SeleniumBrowser(Browser):
         return self._result(self._call("scroll", direction, target))
 
     def hover(self, target):
+        return self._routed(target, lambda: self._hover(target))
+
+    def _hover(self, target):
         element, info = self._native(target)
         if element is not None:
             try:
@@ -420,7 +578,7 @@ class SeleniumBrowser(Browser):
 
     def wait_for(self, text=None, selector=None, navigation=False, timeout=10):
         start_url = self.current_url()
-        deadline = time.monotonic() + float(timeout)
+        deadline, paused = time.monotonic() + float(timeout), self.paused_seconds()
         while True:
             self._follow_tabs()
             if text is not None and self._call("hasText", text):
@@ -429,7 +587,7 @@ class SeleniumBrowser(Browser):
                 return
             if navigation and self.current_url() != start_url:
                 return
-            if time.monotonic() >= deadline or self.should_stop():
+            if self.should_stop() or time.monotonic() >= deadline + self.paused_seconds() - paused:
                 break
             time.sleep(0.2)
         what = (f"the text {text!r}" if text is not None else f"an element matching {selector!r}"
@@ -437,6 +595,9 @@ class SeleniumBrowser(Browser):
         raise BrowserError(f"Timed out after {float(timeout):g} s waiting for {what}.")
 
     def upload(self, target, path):
+        return self._routed(target, lambda: self._upload(target, path))
+
+    def _upload(self, target, path):
         element, info = self._native(target)
         if element is None or element.get_attribute("type") != "file":
             raise BrowserError(f"The element [{info['index']}] is not a file input of the page.")
@@ -446,6 +607,65 @@ class SeleniumBrowser(Browser):
             element.send_keys(path)
         except WebDriverException as exc:
             raise BrowserError(f"Could not upload into [{info['index']}]: {_reason(exc)}") from None
+        return info
+
+    def drag(self, source, target=None, offset=None):
+        return self._routed(source, lambda: self._drag(source, target, offset))
+
+    def _drag(self, source, target, offset):
+        """page.js drags an HTML5-draggable source itself (WebDriver's pointer does not fire HTML5 drag-and-drop in
+        Chromium); any other source is dragged by a real pointer: down on it, moves along the line, up at the end."""
+        x, y = offset or (0, 0)
+        result = self._result(self._call("drag", source, target, {"x": x, "y": y}))
+        if not result["html5"]:
+            self._pointer_drag(result)
+        self._settle()
+        return result
+
+    def _pointer_drag(self, result):
+        start, end = result["from"], result["to"]
+        element, _ = self._native(str(result["source"]["index"]))
+        chain = ActionChains(self.driver, duration=20)
+        if element is not None:
+            chain.move_to_element(element)
+        else:  # page.js's point, in this document's viewport
+            chain.w3c_actions.pointer_action.move_to_location(round(start["x"]), round(start["y"]))
+        chain.click_and_hold()
+        done_x = done_y = 0
+        for step in range(1, DRAG_MOVES + 1):
+            to_x = round((end["x"] - start["x"]) * step / DRAG_MOVES)
+            to_y = round((end["y"] - start["y"]) * step / DRAG_MOVES)
+            chain.move_by_offset(to_x - done_x, to_y - done_y)
+            done_x, done_y = to_x, to_y
+        chain.release()
+        try:
+            chain.perform()
+        except WebDriverException as exc:
+            raise BrowserError(f"Could not drag [{result['source']['index']}]: {_reason(exc)}") from None
+
+    def draw(self, target, points):
+        return self._routed(target, lambda: self._draw(target, points))
+
+    def _draw(self, target, points):
+        """WebDriver places a pointer relative to an element's centre: each point is moved there from the corner."""
+        element, info = self._native(target)
+        if element is None:
+            raise BrowserError(f"[{info['index']}] is in a same-origin frame or a shadow root, where drawing is not "
+                               "available; draw on an element of the page or of a frame of another origin.")
+        try:
+            self.driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'})", element)
+            size = element.size
+            chain = ActionChains(self.driver, duration=20)
+            for number, (x, y) in enumerate(points):
+                chain.move_to_element_with_offset(element, round(x - size["width"] / 2),
+                                                  round(y - size["height"] / 2))
+                if number == 0:
+                    chain.click_and_hold()
+            chain.release()
+            chain.perform()
+        except WebDriverException as exc:
+            raise BrowserError(f"Could not draw on [{info['index']}]: {_reason(exc)}") from None
+        self._settle()
         return info
 
     def describe(self, target):
@@ -493,6 +713,89 @@ class SeleniumBrowser(Browser):
         log.info("browser session %s closed", self.label)
 
 
+    # --- a pause's snapshot (workers/browser/parking.py) ------------------------------------------------------
+    def _cdp(self, command, params=None):
+        return self.driver.execute("executeCdpCommand", {"cmd": command, "params": params or {}}).get("value") or {}
+
+    def snapshot(self, indexed_db=False):
+        """The browser's state at a pause, for a fresh browser to take up: every cookie (HttpOnly ones too, through
+        CDP), each tab's URL with the localStorage and sessionStorage of its page's origin, and the current tab. With
+        `indexed_db` (a profile's save), each tab's "indexedDB" too: its origin's databases."""
+        try:
+            cookies = self._cdp("Network.getAllCookies").get("cookies") or []
+            current = self.driver.current_window_handle
+            handles = [h for h in self._known_handles if h in self.driver.window_handles] or [current]
+            tabs = []
+            for handle in handles:
+                if handle != current:
+                    self.driver.switch_to.window(handle)
+                tabs.append(self.driver.execute_script(READ_STORAGE))
+                if indexed_db:
+                    tabs[-1]["indexedDB"] = profile_state.read_indexed_db(self._cdp)
+            if handles[-1] != current:
+                self.driver.switch_to.window(current)
+        except WebDriverException as exc:
+            raise BrowserError(f"The browser's state could not be read: {_reason(exc)}") from None
+        return {"cookies": cookies, "tabs": tabs, "current": handles.index(current) if current in handles else 0}
+
+    def restore(self, snapshot):
+        """Take up a snapshot in this (fresh) browser: its cookies, then each tab opened on its URL with its origin's
+        storage put back before the page's own scripts run; the tab that was current is current again."""
+        try:
+            cookies = [cookie_param(cookie) for cookie in snapshot.get("cookies") or []]
+            if cookies:
+                self._cdp("Network.setCookies", {"cookies": cookies})
+            tabs = snapshot.get("tabs") or []
+            for number, tab in enumerate(tabs):
+                if number:
+                    self.driver.switch_to.new_window("tab")
+                    self._known_handles.append(self.driver.current_window_handle)
+                    self._emulate(self.driver.current_window_handle)
+                added = self._cdp("Page.addScriptToEvaluateOnNewDocument", {"source": _write_storage(tab)})
+                try:
+                    self.open(tab.get("url") or sandbox.START_PAGE)
+                finally:
+                    self._cdp("Page.removeScriptToEvaluateOnNewDocument", {"identifier": added.get("identifier")})
+            handles, current = self._known_handles[-len(tabs):], int(snapshot.get("current") or 0)
+            if tabs and 0 <= current < len(handles) - 1:  # the last one opened is current already
+                self.driver.switch_to.window(handles[current])
+        except WebDriverException as exc:
+            raise BrowserError(f"The browser's state could not be restored: {_reason(exc)}") from None
+
+    # --- a named profile (app/profiles) ---------------------------------------------------------------------------
+    def load_profile(self, state):
+        """Start from a profile's saved state (cookies, localStorage, IndexedDB), before the task's first page."""
+        try:
+            profile_state.apply(self._cdp, state)
+        except WebDriverException as exc:
+            raise BrowserError(f"The profile could not be loaded into the browser: {_reason(exc)}") from None
+
+    def profile_state(self, earlier=None):
+        """The state to save into the profile at the end: the pause's snapshot, less what belongs to its tabs."""
+        snapshot = self.snapshot(indexed_db=True)
+        return profile_state.capture(snapshot["cookies"], snapshot["tabs"], earlier)
+
+    def detach(self):
+        """Let go of the browser without ending it (it is parked for the task's answer): close() does nothing now."""
+        self._closed = True
+        if self.service is not None:
+            self.service.process = None  # Selenium's Service ends its process when collected
+        if self.driver is not None:
+            try:
+                self.driver.command_executor.close()
+            except Exception:
+                pass
+
+
+def _write_storage(tab):
+    """The script a restored tab's documents run first: its origin's storage as it was at the pause."""
+    return ("(function (origin, local, session) { if (location.origin !== origin) return; try {"
+            " local.forEach(function (e) { localStorage.setItem(e[0], e[1]); });"
+            " session.forEach(function (e) { sessionStorage.setItem(e[0], e[1]); }); } catch (e) {} })("
+            f"{json.dumps(tab.get('origin') or '')}, {json.dumps(tab.get('local') or [])}, "
+            f"{json.dumps(tab.get('session') or [])});")
+
+
 class _SandboxedService(Service):
     """chromedriver's Service, started inside a BrowserBox and reached through its Unix socket (no TCP port)."""
 
@@ -519,6 +822,14 @@ class _SandboxedService(Service):
 
 def kill_group(pgid):
     sandbox_processes.kill_group(pgid, grace=0)
+
+
+def _number(target):
+    """The element number a target names (12, "12", "[12]"), or None for a text or a selector."""
+    text = str(target).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return int(text) if text.isdigit() else None
 
 
 def _reason(exc):

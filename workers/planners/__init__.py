@@ -6,6 +6,9 @@ from typing import Protocol
 
 class Planner(Protocol):
     can_repair: bool  # may an invalid structured answer go back to it once with the validation error?
+    # Is its next action made from the page it last saw (a model's)? Then an action planned while a person took
+    # control is not used: the loop plans again from the page they left. A script's next step stays as it is.
+    replans: bool
 
     def next_action(self, state):
         """The next Action, given the loop's RunState (its `conversation` holds what happened so far)."""
@@ -24,6 +27,7 @@ class Brief:
     variables: dict = field(default_factory=dict)
     additional_context: dict = field(default_factory=dict)
     secret_names: list = field(default_factory=list)
+    one_time_codes: list = field(default_factory=list)  # the secret names that type a fresh TOTP code each time
     response_schema: dict | None = None
     time_zone: str = "America/Los_Angeles"
     attachments: list = field(default_factory=list)

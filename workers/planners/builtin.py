@@ -3,7 +3,8 @@ import json
 import re
 
 from app.agents import split_prefix
-from workers.agent.actions import Action, describe
+from app.scripts.format import fill
+from workers.agent.actions import ANSWER_VARIABLE, Action, describe
 from workers.agent.conversation import new_call_id
 
 _Q = r"""(?:"(?P<{0}q>[^"]*)"|'(?P<{0}s>[^']*)'|(?P<{0}b>.+?))"""
@@ -20,6 +21,11 @@ def _value(match, name):
     return None
 
 
+def _points(text):
+    """10,10 60,10 60,60 → [[10.0, 10.0], [60.0, 10.0], [60.0, 60.0]]"""
+    return [[float(n) for n in pair.split(",")] for pair in re.sub(r"\s*,\s*", ",", text.strip()).split()]
+
+
 # The step grammar (docs/agent.md "Built-in planner"): regex → (tool name, argument builder).
 class UnparseableStep(ValueError):
     pass
@@ -34,6 +40,13 @@ STEPS = [
      lambda m: {"text": _value(m, "text"), "target": _value(m, "target")}),
     (r"select\s+" + _quoted("option") + r"\s+(?:in|from)\s+" + _quoted("target"), "select",
      lambda m: {"option": _value(m, "option"), "target": _value(m, "target")}),
+    (r"drag\s+" + _quoted("source") + r"\s+by\s+(?P<x>-?\d+(?:\.\d+)?)\s*,\s*(?P<y>-?\d+(?:\.\d+)?)", "drag",
+     lambda m: {"source": _value(m, "source"), "x": float(m["x"]), "y": float(m["y"])}),
+    (r"drag\s+" + _quoted("source") + r"\s+(?:to|onto|into|on)\s+" + _quoted("target"), "drag",
+     lambda m: {"source": _value(m, "source"), "target": _value(m, "target")}),
+    (r"draw\s+on\s+" + _quoted("target") + r"\s+through\s+(?P<points>-?\d+(?:\.\d+)?\s*,\s*-?\d+(?:\.\d+)?"
+     r"(?:\s+-?\d+(?:\.\d+)?\s*,\s*-?\d+(?:\.\d+)?)+)", "draw",
+     lambda m: {"target": _value(m, "target"), "points": _points(m["points"])}),
     (r"scroll(?:\s+(?P<direction>down|up|to top|to bottom))?", "scroll",
      lambda m: {"direction": (m["direction"] or "down").lower().replace("to ", "")}),
     (r"wait for\s+" + _quoted("text"), "wait_for", lambda m: {"text": _value(m, "text")}),
@@ -76,7 +89,7 @@ VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")  # {{name}}: an input
 # Submit") is an instruction for a model, not the text of an element: matching it would click something else.
 SENTENCE = re.compile(r"^(?:the|a|an|on|any|each|every|all)\s|[.!?;:]$|,|\s(?:and|then)\s", re.I)
 ELEMENT_ARGS = {"click": ("target",), "hover": ("target",), "type": ("target",), "select": ("option", "target"),
-                "upload": ("target",)}
+                "upload": ("target",), "drag": ("source", "target"), "draw": ("target",)}
 
 
 def parse_step(line):
@@ -88,7 +101,8 @@ def parse_step(line):
             except UnparseableStep as exc:
                 raise UnparseableStep(f"{line.strip()}: {exc}") from None
             for arg in ELEMENT_ARGS.get(name, ()):
-                if match[arg + "b"] is not None and SENTENCE.search(match[arg + "b"]):
+                if arg + "b" in pattern.groupindex and match[arg + "b"] is not None \
+                        and SENTENCE.search(match[arg + "b"]):
                     raise UnparseableStep(f"{line.strip()}: an unquoted element that reads as a sentence; quote "
                                           "the element's text, as in click \"Sign in\"")
             return Action(name, args, describe(name, args))
@@ -129,12 +143,20 @@ class BuiltinPlanner:
             return self._with_id(Action("fail", {"reason": state.last.text}, "fail"))
         position = len(state.conversation.calls())
         if position < len(self.steps):
-            return self._with_id(self.steps[position])
+            return self._with_id(_answered(self.steps[position], state.conversation.latest_answer()))
         return self._with_id(Action("answer", {"text": state.conversation.last_result()}, "answer"))
 
     @staticmethod
     def _with_id(action):
         return Action(action.name, dict(action.args), action.description, new_call_id())
+
+
+def _answered(step, answer):
+    """A step after a question gets its answer for `{{answer}}` (an inputVariables `answer` was put in already); the
+    trace keeps the step as written."""
+    if answer is None:
+        return step
+    return Action(step.name, fill(step.args, {ANSWER_VARIABLE: answer}), step.description)
 
 
 __all__ = ["BuiltinPlanner", "parse_step", "split_steps"]

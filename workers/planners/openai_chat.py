@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 AGENTS = {
     "web": ("You are a web agent. After each action you see the page: its URL, title, and elements numbered "
             "like [N]<button>OK</button>. Act on an element by its number N. Stay on the task's site: open only "
-            "URLs the task or the page gives."),
+            "URLs the task or the page gives. When you answer, put in `expect` a text the page now shows because the "
+            "task is done."),
     "general": "You are a general-purpose assistant agent. Use the tools when they help.",
 }
 # Models that take images (LLM_VISION=auto): OpenAI's current models and the open vision families by name.
@@ -44,7 +45,9 @@ def system_prompt(brief):
     if brief.secret_names:
         parts.append("Secret placeholders (their values are hidden from you and filled in when a tool runs; "
                      "write them exactly like this in tool arguments): "
-                     + ", ".join("${%s}" % name for name in brief.secret_names) + ".")
+                     + ", ".join("${%s}" % name + (" (a one-time code: each use types the current one)"
+                                                   if name in brief.one_time_codes else "")
+                                 for name in brief.secret_names) + ".")
     if brief.variables:
         parts.append("Input variables (the `variables` dictionary): "
                      + json.dumps(brief.variables, ensure_ascii=False, default=str))
@@ -61,6 +64,7 @@ def system_prompt(brief):
 
 class ChatPlanner:
     can_repair = True
+    replans = True
     # The agent loop sets these: a model call ends with the task's time budget, and on cancel.
     deadline = None  # time.monotonic() value
     budget_seconds = None
@@ -100,6 +104,8 @@ class ChatPlanner:
         """The tool as the model sees it: parameters reduced to what grammar-compiling servers accept."""
         if tool.name == "answer" and self.brief.response_schema is not None:
             schema = tool_schemas.answer_parameters(self.brief.response_schema)
+            if "expect" in tool.parameters["properties"]:  # the web agent's (workers/agent/environment.py)
+                schema["properties"]["expect"] = tool.parameters["properties"]["expect"]
         else:
             schema = tool_schemas.parameters(tool.offered or tool.parameters)
         return {"type": "function", "function": {"name": tool.name, "description": tool.description,
@@ -108,7 +114,7 @@ class ChatPlanner:
     def _validated(self, tool):
         """The schema arguments are checked against (answer's `content` is the loop's to check)."""
         if tool.name == "answer" and self.brief.response_schema is not None:
-            return {"type": "object", "properties": {"content": {}}, "required": ["content"]}
+            return {**tool.parameters, "properties": {**tool.parameters["properties"], "content": {}}}
         return tool.parameters
 
     def tokens_used(self):
@@ -315,11 +321,13 @@ def _short(text, limit=300):
 
 
 ELEMENT = re.compile(r"\[(\d+)\]<")  # a numbered element of a page view: [12]<button ...>
+ELEMENT_ARGS = ("target", "source")  # the arguments that name an element of the page (a drag has two)
 MAX_TARGETS = 300  # beyond this many elements the list would cost more prompt than it saves
 
 
 def _targets_on_the_page(tools, messages):
-    """The tools as offered this turn: an element number `target` is one of the numbers of the latest page view
+    """The tools as offered this turn: an element number `target` (or a drag's `source`) is one of the numbers of the
+    latest page view
     (a failed action's reply has none: the view before it still stands). A server that constrains decoding then
     cannot make up a number the page does not have."""
     view = next((m["content"] for m in reversed(messages)
@@ -330,10 +338,11 @@ def _targets_on_the_page(tools, messages):
     offered = []
     for tool in tools:
         parameters = tool["function"]["parameters"]
-        target = (parameters.get("properties") or {}).get("target")
-        if target is not None and target.get("type") == "integer":
-            parameters = {**parameters, "properties": {**parameters["properties"],
-                                                       "target": {**target, "enum": numbers}}}
+        properties = parameters.get("properties") or {}
+        numbered = {name: {**schema, "enum": numbers} for name, schema in properties.items()
+                    if name in ELEMENT_ARGS and schema.get("type") == "integer"}
+        if numbered:
+            parameters = {**parameters, "properties": {**properties, **numbered}}
             tool = {**tool, "function": {**tool["function"], "parameters": parameters}}
         offered.append(tool)
     return offered

@@ -92,40 +92,46 @@ class ScriptHook:
         if action.name == "go_to":  # where it starts does not matter
             return scripts.parameterize(self.secrets.redact(step), self.variables)
         try:
-            if action.name in scripts.TARGETED and action.args.get("target") is not None:
-                locator = browser.describe(action.args["target"])  # with the page's url and title: one call
-                step["page"] = {"url": scripts.page_pattern(locator.get("url")), "title": locator.get("title")}
-                step["target"] = {k: locator[k] for k in ("tag", "role", "name", "text", "label", "attrs", "css",
-                                                          "index") if k in locator}
-                step["args"].pop("target", None)
-            else:
+            for key in _elements(action.name, action.args):
+                locator = browser.describe(action.args[key])  # with the page's url and title: one call
+                step.setdefault("page", {"url": scripts.page_pattern(locator.get("url")),
+                                         "title": locator.get("title")})
+                step[key] = {k: locator[k] for k in ("tag", "role", "name", "text", "label", "attrs", "css",
+                                                     "index") if k in locator}
+            if "page" not in step:
                 step["page"] = {"url": scripts.page_pattern(browser.current_url()), "title": browser.title()}
         except BrowserError as exc:  # recording must never fail the task: this step stays without a locator
             log.info("no locator for %s: %s", action.name, exc)
+        else:
+            for key in _elements(action.name, action.args):
+                step["args"].pop(key, None)
         return scripts.parameterize(self.secrets.redact(step), self.variables)
 
     def _prepare(self, browser, number, step, action):
-        """Check the step's page, find its element; (why it cannot run, action) or (None, action to run)."""
+        """Check the step's page, find its elements; (why it cannot run, action) or (None, action to run)."""
         what = f"Replay step {number} ({action.description or step['action']})"
+        if step["action"] not in scripts.RECORDED:  # a script of another version: never run, never skipped
+            return f"{what}: a replay cannot run the action {step['action']!r}.", action
         expected = self.secrets.substitute(scripts.fill(step.get("page") or {}, self.variables))
         check_page = bool(expected) and step["action"] != "go_to"
-        targeted = step["action"] in scripts.TARGETED and bool(step.get("target"))
-        if not (check_page or targeted):
+        keys = [key for key in scripts.ELEMENTS.get(step["action"], ()) if step.get(key)]
+        if not (check_page or keys):
             return None, action
-        locator = scripts.fill(step.get("target") or {}, self.variables)
+        locators = {key: scripts.fill(step[key], self.variables) for key in keys}
         started = time.monotonic()
         while True:
             try:
-                if targeted:  # one call: the matches and the page they are on
-                    found = browser.resolve(locator)
-                    url, title = found.get("url"), found.get("title")
+                if keys:  # one call each: the matches and the page they are on
+                    found = {key: browser.resolve(locator) for key, locator in locators.items()}
+                    url, title = found[keys[0]].get("url"), found[keys[0]].get("title")
                 else:
-                    found, url, title = None, browser.current_url(), browser.title()
+                    found, url, title = {}, browser.current_url(), browser.title()
             except BrowserError as exc:
                 return f"{what}: the page could not be read ({exc}).", action
             on_page = not check_page or scripts.same_page(expected, url, title)
             waited = time.monotonic() - started
-            if on_page and (found is None or found.get("count")):
+            missing = [key for key in keys if not found[key].get("count")]
+            if on_page and not missing:
                 break
             # The page may still be loading after the previous step, and its element appear a moment later;
             # an ambiguous match is never waited out.
@@ -133,15 +139,20 @@ class ScriptHook:
                 return (f"{what}: expected the page {expected.get('url')} ({expected.get('title')!r}) but the "
                         f"browser is on {scripts.page_pattern(url)} ({title!r})."), action
             if on_page and waited > ELEMENT_WAIT_SECONDS:
-                return f"{what}: no element on the page matches {_named(locator)} any more.", action
+                return f"{what}: no element on the page matches {_named(locators[missing[0]])} any more.", action
             time.sleep(0.2)
-        if found is not None:
-            if found.get("count", 0) > 1:
-                names = ", ".join(f"[{m['index']}] <{m['tag']}> {m['name']!r}" for m in found.get("matches", []))
-                return (f"{what}: {found['count']} elements match {_named(locator)} by {found.get('by')} "
+        for key, match in found.items():
+            if match.get("count", 0) > 1:
+                names = ", ".join(f"[{m['index']}] <{m['tag']}> {m['name']!r}" for m in match.get("matches", []))
+                return (f"{what}: {match['count']} elements match {_named(locators[key])} by {match.get('by')} "
                         f"({names}); an ambiguous target is never guessed."), action
-            action.args["target"] = str(found["index"])
+            action.args[key] = str(match["index"])
         return None, action
+
+
+def _elements(name, args):
+    """The arguments of the action `name` that name an element of the page (a drag by an offset has one)."""
+    return [key for key in scripts.ELEMENTS.get(name, ()) if args.get(key) not in (None, "")]
 
 
 def _named(locator):

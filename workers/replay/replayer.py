@@ -41,8 +41,9 @@ class ReplayPlanner:
         if step["action"] == "answer":
             args = scripts.fill_answer(args, self.hook.results)
             return Action("answer", args, "answer", new_call_id())
-        if step["action"] in scripts.TARGETED:
-            args["target"] = scripts.target_text(step)
+        for key in scripts.ELEMENTS.get(step["action"], ()):
+            if step.get(key) or args.get(key) not in (None, ""):
+                args[key] = scripts.target_text(step, key)
         action = Action(step["action"], args, describe(step["action"], args), new_call_id())
         self.hook.pending = (number, step)
         self.current = (number, action)

@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   var BUTTONS = ["left", "middle", "right"];
-  var LABELS = {agent: "The agent is driving", pausing: "Pausing the agent after its step…",
+  var LABELS = {agent: "The agent is driving", pausing: "Pausing the agent…",
                 person: "You have control", waiting: "The agent asks for a person", idle: "No agent is running"};
 
   function modifiers(ev) {
@@ -22,13 +22,21 @@
       if (ws.readyState === 1) { ws.send(JSON.stringify(message)); }
     }
     function driving() { return control === "person" || control === "idle"; }
+    // Input before control is granted is not sent, and the person is told so (never dropped without a word).
+    function notYours() {
+      note.textContent = control === "pausing" ? "Not sent: the agent is pausing; you have control in a moment."
+        : control === "waiting" || control === "agent" ? "Not sent: take control first." : "Not sent: no picture yet.";
+    }
     function point(ev) {
       var r = img.getBoundingClientRect();
       var x = (ev.clientX - r.left) * size[0] / r.width, y = (ev.clientY - r.top) * size[1] / r.height;
       return {x: Math.max(0, Math.min(size[0] - 1, x)), y: Math.max(0, Math.min(size[1] - 1, y))};
     }
     function mouse(event, ev) {
-      if (!size || !driving()) { return; }
+      if (!size || !driving()) {
+        if (event === "down") { notYours(); }
+        return;
+      }
       var p = point(ev), m = {type: "mouse", event: event, x: p.x, y: p.y, modifiers: modifiers(ev)};
       if (event !== "move") { m.button = BUTTONS[ev.button] || "left"; m.clickCount = Math.min(ev.detail || 1, 3); }
       send(m);
@@ -41,7 +49,9 @@
         size = [m.width, m.height];
         box.dataset.frames = String(Number(box.dataset.frames) + 1);
       } else if (m.type === "state") {
+        var before = control;
         control = m.control;
+        if (before !== control && driving()) { note.textContent = ""; }  // the "Not sent" note is outdated
         box.dataset.control = control;
         status.textContent = m.problem || LABELS[control] || control;
         where.textContent = m.url || "";
@@ -70,15 +80,26 @@
       if (ev.timeStamp - lastMove > 30) { lastMove = ev.timeStamp; mouse("move", ev); }
     });
     img.addEventListener("contextmenu", function (ev) { ev.preventDefault(); });
+    // Wheel events come at the screen's rate: summed and sent at most every 50 ms (the server's input rate).
+    var wheel = null;
     img.addEventListener("wheel", function (ev) {
-      if (!size || !driving()) { return; }
+      if (!size || !driving()) { notYours(); return; }
       ev.preventDefault();
+      if (wheel) { wheel.deltaX += ev.deltaX; wheel.deltaY += ev.deltaY; return; }
       var p = point(ev);
-      send({type: "wheel", x: p.x, y: p.y, deltaX: Math.max(-10000, Math.min(10000, ev.deltaX)),
-            deltaY: Math.max(-10000, Math.min(10000, ev.deltaY))});
+      wheel = {type: "wheel", x: p.x, y: p.y, deltaX: ev.deltaX, deltaY: ev.deltaY};
+      setTimeout(function () {
+        wheel.deltaX = Math.max(-10000, Math.min(10000, wheel.deltaX));
+        wheel.deltaY = Math.max(-10000, Math.min(10000, wheel.deltaY));
+        send(wheel);
+        wheel = null;
+      }, 50);
     }, {passive: false});
     function key(event, ev) {
-      if (!driving()) { return; }
+      if (!driving()) {
+        if (event === "down") { notYours(); }
+        return;
+      }
       ev.preventDefault();
       var printable = ev.key.length === 1 && !ev.ctrlKey && !ev.metaKey && !ev.altKey;
       if (printable) {
