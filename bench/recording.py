@@ -26,8 +26,9 @@ def actions(browser, base):
 
 def run(config, proxy, base, record, pace=0.0):
     """One browser, 10 actions, each followed by the page view the agent reads (and, recording, as the environment
-    does: a marker as each starts, the page's events taken after each page view). Returns (actions s, this process's CPU s, the browser's CPU s (chromedriver,
-    Chromium and its renderers, where rrweb runs), recording bytes gzip, wall s)."""
+    does: a marker as each starts, the page's events taken in each page view's call). Returns (actions s, this
+    process's CPU s, the browser's CPU s (chromedriver, Chromium and its renderers, where rrweb runs), recording
+    bytes gzip, wall s)."""
     from workers.browser.egress import HARDENING_ARGUMENTS
     from workers.browser.recording import Recording
     from workers.browser.selenium_driver import SeleniumBrowser
@@ -48,9 +49,10 @@ def run(config, proxy, base, record, pace=0.0):
             if recording is not None:
                 recording.mark({"step": step, "action": "bench"})
             action()
-            browser.read(max_chars=int(config.get("PAGE_VIEW_CHARS", 6000)))
+            reading = browser.read(max_chars=int(config.get("PAGE_VIEW_CHARS", 6000)),
+                                   drain=recording.rider() if recording is not None else None)
             if recording is not None:
-                recording.pull()
+                recording.take(reading.recorded)
             acting += time.monotonic() - started
             time.sleep(pace)
         size = None

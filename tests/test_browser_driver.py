@@ -6,6 +6,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.page_server import PageServer
+from tests.processes import ROOT
 from workers.agent.actions import describe
 from workers.browser.base import BrowserError, BrowserUnavailable
 from workers.browser.egress import EgressProxy
@@ -522,3 +523,23 @@ def test_a_path_is_drawn_through_points_on_a_canvas(browser, pages):
     ink = "return document.getElementById('pad').getContext('2d').getImageData(%d, %d, 1, 1).data[3]"
     assert browser.run_js(ink % (80, 10)) > 0 and browser.run_js(ink % (150, 35)) > 0  # along both segments
     assert browser.run_js(ink % (80, 50)) == 0  # and nowhere else
+
+
+def test_the_page_view_brings_the_page_s_recorded_events_in_the_same_call(browser, pages):
+    """A recorded run's events come with each page view (one call after an action, not two): the recorder's answer,
+    with the run's token, rides on the reading, in the same document and in the next one."""
+    from workers.browser.recording import Recording
+
+    recording = Recording(browser, {"RRWEB_DIR": str(ROOT / "vendor" / "rrweb")}, 60)
+    recording.mark({"step": 0, "action": "click"})  # the recorder, in this document and the tab's next ones
+    browser.click("Go")
+    reading = browser.read(drain=recording.rider())
+    assert reading.recorded["token"] == recording.token and "searched" in reading.recorded["events"]
+    recording.take(reading.recorded)
+
+    browser.open(pages.url("/second"))
+    reading = browser.read(drain=recording.rider())
+    assert reading.title == "Second" and "Second tab" in reading.recorded["events"]  # the new page's snapshot
+    recording.take(reading.recorded)
+    events = recording.finish()
+    assert any("searched" in str(e) for e in events) and any("Second tab" in str(e) for e in events)

@@ -296,9 +296,11 @@ class BrowserEnvironment(Environment):
 
     def _view(self, prefix=""):
         """The page after an action: what the action did, then the page view (and a screenshot for vision)."""
-        reading = self.browser.read(max_chars=self.view_chars)
-        if self.recording is not None:  # the recording's events so far
-            self.recording.pull()
+        recording = self.recording
+        # The recording's events so far come in the page view's own call (one call after each action, not two).
+        reading = self.browser.read(max_chars=self.view_chars, drain=recording.rider() if recording else None)
+        if recording is not None:
+            recording.take(reading.recorded)
         image = None
         if self.screenshots:
             try:

@@ -33,6 +33,7 @@ class PageReading:
     elements: list = field(default_factory=list)  # [{"index", "tag", "label", "new": bool, ...}]
     status: int = 0  # the main document's HTTP status: 0 unknown (data:, about:), -1 the browser's error page
     truncated: bool = False  # the view was cut at the budget (its text ends with a marker saying so)
+    recorded: object = None  # the recorder's answer to a drain made in the same call (`read(drain=)`), or None
 
     def error(self):
         """Why this page is an error page (HTTP 4xx/5xx or the browser's own), or None."""
@@ -78,7 +79,9 @@ class Browser:
     def close_tab(self, index=None): raise NotImplementedError
 
     # reading
-    def read(self, max_chars=40000): raise NotImplementedError  # -> PageReading, the view cut at max_chars
+    # -> PageReading, the view cut at max_chars. `drain` ((recorder name, drain arguments), recording.py `rider`):
+    # the run's recorder in the page's world drained in the same call, where the browser can (`recorded`).
+    def read(self, max_chars=40000, drain=None): raise NotImplementedError
     def html(self): raise NotImplementedError
     def extract(self, selector): raise NotImplementedError  # -> [text of each match]
     def screenshot(self): raise NotImplementedError  # -> PNG bytes

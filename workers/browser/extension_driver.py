@@ -73,7 +73,7 @@ class ExtensionBrowser(Browser):
         self._command("close_tab", index=None if index is None else int(index) - 1)
 
     # reading
-    def read(self, max_chars=40000):
+    def read(self, max_chars=40000, drain=None):  # no recorder in the caller's window
         result = self._command("read", maxChars=int(max_chars))
         # page.js in the user's tab reaches its same-origin frames only; the extension does not read the others.
         text = FRAME_PLACEHOLDER.sub("(a frame of another origin: not read in client mode)", result["text"])

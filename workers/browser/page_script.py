@@ -29,6 +29,13 @@ TOWARD = """function (n) {
   return [JSON.stringify(found[1]), found[0]];
 }"""
 TOKEN = "function () { return this.token; }"
+# A page.js call with the run's recorder drained in the same call: the recorder lives in the same world
+# (recording.py) under a name only the run knows, and its answer carries its own token, which the worker checks.
+# One call instead of two after each action, and no second lookup of the world in a new document.
+CALL_DRAINING = """function (method, args, recorder, drainArgs) {
+  var r = globalThis[recorder];
+  return [this[method].apply(this, args), r ? r.drain.apply(r, drainArgs) : null];
+}"""
 # Errors for an object whose document (its world's context) is gone, CDP's and chromedriver's words for them (it
 # answers "timeout: from no such execution context"): the call never ran, so it is made again in the current document.
 GONE = ("Could not find object with given id", "Cannot find context with specified id", "no such execution context")
@@ -70,6 +77,13 @@ class PageScript:
     def call(self, method, *args):
         """page.js's `method(*args)` (JSON values in and out)."""
         return answer_value(self._on(CALL, [method, list(args)], returnByValue=True))
+
+    def call_draining(self, method, args, recorder, drain_args):
+        """(page.js's `method(*args)`, the answer of the world's recorder named `recorder` to `drain(*drain_args)` or
+        None when this document has none), in one call."""
+        value = answer_value(self._on(CALL_DRAINING, [method, list(args), recorder, list(drain_args)],
+                                      returnByValue=True))
+        return value[0], value[1]
 
     def locate(self, target):
         """(page.js's `locate` info, the WebDriver element id of the element or None when it is not in the top

@@ -127,6 +127,21 @@ class Recording:
         except (WebDriverException, WorldError) as exc:
             log.info("recording: could not guard the secret's field: %s", _first_line(exc))
 
+    def rider(self):
+        """What a page view's call can ask of the recorder on the way (`read(drain=)`): (its name, drain's arguments),
+        or None when the recording takes nothing more."""
+        if self.full or not self.started:
+            return None
+        return self.name, [CHUNK_CHARS, max(0, self.max_bytes - self.size)]
+
+    def take(self, out):
+        """The recorder's answer to the drain that rode on a page view's call: its events kept; what it did not bring
+        (more events, or a document without the recorder) taken by `pull`."""
+        if self.full:
+            return
+        if not self._ours(out) or not self._took(out):
+            self.pull()
+
     def pull(self):
         """Take the page's new events, a chunk per call, until the page has none or the run's budget is spent (first
         adding the recorder to a tab or document that has none). A failure costs the recording events, never the run."""
@@ -142,13 +157,19 @@ class Recording:
                     self._instrument()
                     instrumented = True
                     continue
-                self._add(out.get("events"))
-                if not out.get("more"):  # what the recorder held before it reached the budget is kept
-                    if out.get("capped"):
-                        self._truncate()
+                if self._took(out):
                     return
         except (WebDriverException, WorldError) as exc:
             log.info("recording: could not read the page's events: %s", _first_line(exc))
+
+    def _took(self, out):
+        """Keep a drain's events; True when the page holds no more for now."""
+        self._add(out.get("events"))
+        if out.get("more"):
+            return False
+        if out.get("capped"):  # what the recorder held before it reached the budget is kept
+            self._truncate()
+        return True
 
     def _ask(self, call):
         """The answer of the recorder of the tab's current document to `call` (a method and its arguments, nothing

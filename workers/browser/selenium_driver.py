@@ -352,9 +352,13 @@ class SeleniumBrowser(Browser):
         self._recover_tab()
 
     # --- reading ---------------------------------------------------------------------------------------
-    def read(self, max_chars=40000):
+    def read(self, max_chars=40000, drain=None):
         self._follow_tabs()  # a tab a script opened since the last action
-        result = self._call("read", {"maxChars": int(max_chars)})
+        options, recorded = {"maxChars": int(max_chars)}, None
+        if drain is not None and not self._framed:
+            result, recorded = self._page(self.page.call_draining, "read", [options], *drain)
+        else:
+            result = self._call("read", options)
         self._frames = {}
         if result.get("frames"):
             result = self._with_frames(result, (), int(max_chars), "")
@@ -362,7 +366,7 @@ class SeleniumBrowser(Browser):
         text = FRAME_PLACEHOLDER.sub("(frames this deep are not read)", result["text"])
         return PageReading(url=result["url"], title=result["title"], text=text,
                            elements=result["elements"], status=result.get("status") or 0,
-                           truncated=bool(result.get("truncated")))
+                           truncated=bool(result.get("truncated")), recorded=recorded)
 
     def _with_frames(self, result, path, max_chars, where):
         """A document's reading with the views of its frames of other origins put in their places (page.js leaves a
