@@ -67,6 +67,7 @@
  *   hasText(text)                 -> bool: the visible text contains `text` (case-insensitive)
  *   hasElement(selector)          -> bool
  *   html()                        -> the top document's outerHTML
+ *   readyState()                  -> the document's readyState ("loading", "interactive", "complete")
  *   match(selectors)              -> {ok, count, visible, index?, tag?, label?, text?}: the SDK's selector kinds
  *                                    ({id, dataTestId, name, ariaLabel, role, type, tagName, className,
  *                                    textContent, xpath, domPath: {value}}), all of them must hold
@@ -902,6 +903,7 @@
       try { return all(selector).length > 0; } catch (e) { return false; }
     },
     html: function () { return document.documentElement.outerHTML; },
+    readyState: function () { return document.readyState; },
     // The SDK's deterministic selectors (agentic_selector, wait_for_element): every given kind must hold.
     // {id, dataTestId, name, ariaLabel, role, type, tagName, className, textContent, xpath, domPath: {value}}
     // -> {ok, count, visible, index, tag, label, text} of the first (visible first) element matching all of them.

@@ -255,7 +255,8 @@ class SeleniumBrowser(Browser):
 
     def _settle(self, opens_tab=False):
         """After an action: follow a new tab, then give a navigation it started time to finish loading
-        (chromedriver already waits for navigations its own clicks start)."""
+        (chromedriver already waits for navigations its own clicks start). The document's state is asked of page.js,
+        so the page view after the action finds its object in the new document already looked up."""
         self.page.forget()
         deadline = time.monotonic() + (3 if opens_tab else 0)
         known = len(self._known_handles)
@@ -267,10 +268,14 @@ class SeleniumBrowser(Browser):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not self.should_stop():
             try:
-                if self.driver.execute_script("return document.readyState") == "complete":
+                if self._framed:  # a frame of another origin: one small script, not page.js's source with it
+                    state = self.driver.execute_script("return document.readyState")
+                else:
+                    state = self._page(self.page.call, "readyState")
+                if state == "complete":
                     return
-            except WebDriverException:
-                pass
+            except (WebDriverException, BrowserError):  # the document went away meanwhile: the next one is asked
+                self.page.forget()
             time.sleep(0.1)
 
     def _native(self, target):
