@@ -157,12 +157,22 @@ pad.addEventListener("pointermove", (e) => { if (drawing) { ctx.lineTo(e.offsetX
 pad.addEventListener("pointerup", (e) => { drawing = false; out.textContent += " to " + e.offsetX + "," + e.offsetY; });
 </script></body></html>"""
 
+# A page that notes every node added to it once it is parsed (it adds none itself).
+WATCHED = """<html><head><title>Watched</title><script>
+var added = [];
+document.addEventListener("DOMContentLoaded", function () {
+  new MutationObserver(function (records) {
+    records.forEach(function (r) { r.addedNodes.forEach(function (n) { added.push(n.nodeName); }); });
+  }).observe(document, {childList: true, subtree: true});
+});
+</script></head><body><h1>Watched page</h1></body></html>"""
+
 
 @pytest.fixture(scope="module")
 def pages():
     server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD, "/big": BIG,
                          "/cases": CASES, "/shapes": SHAPES, "/sortable": SORTABLE, "/slider": SLIDER,
-                         "/combobox": COMBOBOX, "/canvas": CANVAS})
+                         "/combobox": COMBOBOX, "/canvas": CANVAS, "/watched": WATCHED})
     yield server
     server.close()
 
@@ -543,3 +553,19 @@ def test_the_page_view_brings_the_page_s_recorded_events_in_the_same_call(browse
     recording.take(reading.recorded)
     events = recording.finish()
     assert any("searched" in str(e) for e in events) and any("Second tab" in str(e) for e in events)
+
+
+def test_the_recorder_adds_nothing_to_the_page_it_records(browser, pages):
+    """rrweb borrows a clean prototype from a hidden frame it adds to the page when it thinks the page's prototypes
+    may be tampered with; ours are its isolated world's own, so it need not: a recorded page sees no node added (and
+    a document costs no frame)."""
+    from workers.browser.recording import Recording
+
+    recording = Recording(browser, {"RRWEB_DIR": str(ROOT / "vendor" / "rrweb")}, 60)
+    recording.mark({"step": 0, "action": "open"})
+    browser.open(pages.url("/watched"))
+    reading = browser.read(drain=recording.rider())
+    assert "Watched page" in reading.recorded["events"]  # the page's snapshot was taken
+    assert browser.run_js("return added") == []
+    recording.take(reading.recorded)
+    recording.finish()
