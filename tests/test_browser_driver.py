@@ -359,8 +359,9 @@ def test_downloads_land_in_the_sessions_directory(pages, tmp_path, egress):
     try:
         browser.open(pages.url("/download"))
         browser.click("Get the notes")
-        done = lambda: [name for name in os.listdir(folder) if not name.endswith(".crdownload")]  # noqa: E731
-        wait_until(done, what="the download", timeout=15)
+        # Chromium writes a download under a temporary name (`.crdownload`, or a hidden `.org.chromium…` one) and
+        # renames it when done: the file's own name is what says so.
+        wait_until(lambda: "notes.html" in os.listdir(folder), what="the download", timeout=15)
     finally:
         browser.close()
     assert os.listdir(folder) == ["notes.html"]

@@ -95,8 +95,7 @@ def test_a_tasks_browser_is_unprivileged_sandboxed_and_reaches_only_its_proxy(si
                                     .strip("/")]) >= 1, what="the proxy to refuse the canary", timeout=15)
             browser.open(pages.url("/download"))
             browser.click("Get")
-            wait_until(lambda: [n for n in os.listdir(downloads) if not n.endswith(".crdownload")],
-                       what="the download", timeout=15)
+            wait_until(lambda: "notes.html" in os.listdir(downloads), what="the download", timeout=15)
         finally:
             browser.close()
     assert canary.requests == []

@@ -331,6 +331,11 @@ def private_file(path):
         os.close(fd)
 
 
+def being_written(name):
+    """A download Chromium is still writing: `<name>.crdownload`, or a hidden temporary file it renames when done."""
+    return name.endswith(".crdownload") or name.startswith(".")
+
+
 def collect_downloads(downloads, into):
     """Move the finished downloads of a running browser out of its reach, into `into` (the service's, 0700), and
     keep only regular files there: once moved, the browser can no longer swap them for links. Returns the names
@@ -344,8 +349,8 @@ def collect_downloads(downloads, into):
         names = []
     moved = []
     for name in names:
-        if name.endswith(".crdownload") or name.startswith("."):
-            continue  # still being written
+        if being_written(name):
+            continue
         try:
             os.replace(os.path.join(downloads, name), into / name)
         except OSError:

@@ -11,6 +11,7 @@ from app.egress.proxy import EgressProxy
 from app.errors import ApiError
 from app.extensions import db
 from app.files import service as files
+from app.sandbox.box import being_written
 from app.profiles import service as profiles, state as profile_state
 from app.live import state as live_state
 from app.sessions import browsers
@@ -211,8 +212,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         folder = getattr(self, "download_dir", None)
         if not folder or not os.path.isdir(folder):
             return []
-        names = sorted(name for name in os.listdir(folder)
-                       if not name.startswith(".") and not name.endswith(".crdownload"))
+        names = sorted(name for name in os.listdir(folder) if not being_written(name))
         try:
             return files.keep_downloads(self.task.api_key_id, folder, names, task_id=self.task.id)
         finally:

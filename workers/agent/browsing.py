@@ -7,6 +7,7 @@ from dataclasses import replace
 from urllib.parse import urljoin, urlsplit
 
 from app.crypto import unseal
+from app.sandbox.box import being_written
 from app.dispatch import recordings
 from app.extensions import db
 
@@ -439,12 +440,12 @@ class BrowserEnvironment(Environment):
 
     def wait_for_downloads(self):
         """A download still being written when the task ends (a click on a link was its last step) is waited for,
-        up to DOWNLOAD_WAIT_SECONDS: Chromium writes it as `<name>.crdownload` and renames it when done."""
+        up to DOWNLOAD_WAIT_SECONDS: Chromium writes it under a temporary name and renames it when done."""
         folder = self.downloads_folder()
         if not folder:
             return
         deadline = time.monotonic() + float(self.config.get("DOWNLOAD_WAIT_SECONDS", 10))
-        while time.monotonic() < deadline and any(name.endswith(".crdownload") for name in _names(folder)):
+        while time.monotonic() < deadline and any(map(being_written, _names(folder))):
             time.sleep(0.2)
 
     def _store_run(self, browser):
