@@ -12,7 +12,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from .bounds import bounded_response, bounded_trace, truncate
 from .dispatch.queries import NO_USAGE
-from .extensions import db, unflushed_commit
+from .extensions import db
 from .models import Task, now, now_plus
 from .webhooks.outbox import add_delivery, publish
 
@@ -59,17 +59,6 @@ def renew(conn, task_id, owner, lease_seconds):
         .values(lease_expires_at=now_plus(lease_seconds))
     )
     return result.rowcount == 1
-
-
-def record_progress(task_id, owner, trace, usage):
-    """Write the trace so far, so a poll of a pending task shows progress (the run writes it whole at its end, so this
-    commit does not wait for the disk: unflushed_commit)."""
-    unflushed_commit(db.session)
-    db.session.execute(
-        update(Task).where(Task.id == task_id, Task.lease_owner == owner)
-        .values(trace=bounded_trace(trace), usage=usage)
-    )
-    db.session.commit()
 
 
 def cancel_requested(task_id):

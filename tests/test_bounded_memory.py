@@ -69,11 +69,13 @@ def test_outputs_and_trace_entries_are_cut_with_a_marker_when_stored(client, app
 def test_progress_traces_are_cut_too(client, app, api_key, unpublished, monkeypatch):
     from app.extensions import db
     from app.models import Task
+    from workers.shown import Shown
 
     monkeypatch.setitem(app.config, "MAX_TRACE_ENTRY_CHARS", 100)
     request_id = submit(client, api_key, {"prompt": "answer hi", **CLOUD}).get_json()["requestId"]
     assert lifecycle.claim(request_id, "me")
-    lifecycle.record_progress(request_id, "me", big_response(5000)[1], USAGE)
+    with Shown(request_id, "me") as shown:  # what a run writes as it goes (workers/shown.py)
+        shown.progress(big_response(5000)[1], USAGE)
     db.session.expire_all()
     stored = db.session.get(Task, request_id).trace
     assert all(len(entry["action"]) < 150 for entry in stored)

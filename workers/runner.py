@@ -32,6 +32,7 @@ from .planners import Brief, make_planner, model_configured
 from .replay.recorder import ScriptHook
 from .replay.replayer import ReplayPlanner
 from .planners.builtin import split_steps
+from .shown import Shown
 
 log = logging.getLogger(__name__)
 FLAGS_SECONDS = 0.1  # a running task reads its cancel and takeover flags at most this often
@@ -85,7 +86,10 @@ def execute_task(task_id, node=None):
     secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
     if task.hitl and secrets.generators:  # resumed: a one-time code typed before the pause may still be shown
         secrets.remember_codes(task.created_at.timestamp(), time.time())
-    with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, secrets.redacting_logs():
+    # `shown`: the live state and trace so far, written beside the run; leaving the block writes what is left of
+    # them, so the finish below comes after them.
+    with Lease(task_id, owner, config["LEASE_SECONDS"]) as lease, Shown(task_id, owner) as shown, \
+            secrets.redacting_logs():
         cancel_read = [task.cancel_requested]  # the claim just read it: the first check needs no query
         seen = {"takeover": task.takeover}  # a person's control (live view), as the latest check read it
 
@@ -107,12 +111,12 @@ def execute_task(task_id, node=None):
                 cancelled[0] = _run_flags(task_id, seen)[0]
             return cancelled[0] or person.hold()
 
-        person = PersonControl(task, owner, lambda: _run_flags(task_id, seen), seen, halted)
+        person = PersonControl(task, owner, lambda: _run_flags(task_id, seen), seen, shown, halted)
         loop, snapshot, kept = None, None, False
         time_up = Outcome("error", "Time limit reached: the worker's time limit for one task "
                                    f"({config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
         try:
-            loop = build_loop(task, owner, stop, secrets, person)
+            loop = build_loop(task, stop, secrets, shown, person)
         except ValueError as exc:  # the prompt cannot be planned, or the agent cannot run here
             outcome = Outcome("error", secrets.redact(str(exc)))
         except SoftTimeLimitExceeded:  # while its browser was starting
@@ -232,7 +236,7 @@ def close_environment(environment, pausing=False):
             environment.mcp.close()
 
 
-def build_loop(task, owner, should_stop, secrets, person=None):
+def build_loop(task, should_stop, secrets, shown, person=None):
     config = current_app.config
     options = task.options or {}
     schema = (options.get("responseFormat") or {}).get("jsonSchema")
@@ -276,12 +280,8 @@ def build_loop(task, owner, should_stop, secrets, person=None):
         budget = Budget(config["MAX_STEPS"], config["TASK_TIMEOUT_SECONDS"], config["NO_PROGRESS_REPEATS"])
         pricing = (config["CREDITS_PER_ACTION"], config["CREDITS_PER_1K_TOKENS"])
 
-        def progress(state):
-            try:
-                lifecycle.record_progress(task.id, owner, state.trace, state.usage(*pricing))
-            except DATABASE_DOWN:  # progress is a courtesy to pollers; the finish writes it all
-                db.session.remove()
-                log.warning("database unavailable; progress of %s not recorded", task.id)
+        def progress(state):  # the trace so far, for pollers
+            shown.progress(state.trace, state.usage(*pricing))
 
         return AgentLoop(planner, environment, budget, pricing, state, on_progress=progress,
                          should_stop=should_stop, secrets=secrets, response_schema=schema, agent=task.agent)

@@ -1,9 +1,9 @@
 """What a running browser task shows its live viewers: where its DevTools are (the machine and its socket there), the
 tab, URL and step the agent is on, whether it is paused for a person. Written by the worker into the task's row
-(tasks.live), so a viewer on any web machine reads it with the row it reads anyway."""
-from sqlalchemy import select, update
+(tasks.live, by workers/shown.py), so a viewer on any web machine reads it with the row it reads anyway."""
+from sqlalchemy import select
 
-from ..extensions import db, unflushed_commit
+from ..extensions import db
 from ..models import Task
 from ..sandbox.box import devtools_socket_of
 
@@ -18,15 +18,6 @@ def session_endpoint(session):
     """The CDP endpoint of a kept session's browser (app/sessions): a Grid's se:cdp URL, or its box's socket on the
     session's host."""
     return session.debugger_address
-
-
-def publish(task_id, live):
-    """Write the task's whole live state (None: it has none any more), on a connection of its own: the run's session
-    and whatever it holds are left as they are. A browser step publishes two to four states: their commits do not
-    wait for the disk (unflushed_commit: it is a viewer's picture, written anew at the next step)."""
-    with db.engine.begin() as conn:
-        unflushed_commit(conn)
-        conn.execute(update(Task).where(Task.id == task_id).values(live=live))
 
 
 def read(task_id):

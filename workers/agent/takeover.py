@@ -1,18 +1,14 @@
 """A person in a browser run (live view, app/live): the agent pauses at once when one takes control (between steps,
 or inside a long one at a safe point), and can ask for one (`input-required`) at a login, a 2FA code or a captcha it
 cannot pass. No model call while paused."""
-import logging
 import time
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from app import browser_hosts, lifecycle
-from app.live import service as live, state as live_state
+from app.live import service as live
 
 from .actions import Stopped
 from .loop import BudgetExceeded, _ts
 
-log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2  # how often a paused run re-reads its row for the hand-back
 
 
@@ -23,10 +19,10 @@ class NobodyCame(BudgetExceeded):
 class PersonControl:
     """One run's side of the takeover. `flags()` reads the row fresh: (cancel requested, takeover, status);
     `seen` holds the latest read (the runner's should_stop reads it between actions anyway); `halted()`: the lease
-    is lost or the worker stops."""
+    is lost or the worker stops; `shown`: the run's writer of its live state and trace so far (workers/shown.py)."""
 
-    def __init__(self, task, owner, flags, seen, halted=lambda: False):
-        self.task, self.owner = task, owner
+    def __init__(self, task, owner, flags, seen, shown, halted=lambda: False):
+        self.task, self.owner, self.shown = task, owner, shown
         self.flags, self.seen, self.halted = flags, seen, halted
         self.published = {"host": browser_hosts.this_host()}  # the machine whose stream endpoint reaches it
         self.pending = []  # trace entries of a finished takeover, for the loop to add
@@ -35,20 +31,14 @@ class PersonControl:
 
     # --- what viewers read ---------------------------------------------------------------------------------
     def publish(self, **fields):
-        """The live state viewers follow (app/live/state.py), written only when something changed."""
+        """The live state viewers follow (app/live/state.py), when something changed; written beside the run."""
         if all(self.published.get(name) == value for name, value in fields.items()):
             return
         self.published.update(fields)
-        self._write(self.published)
+        self.shown.live(self.published)
 
     def close(self):
-        self._write(None)
-
-    def _write(self, state):
-        try:
-            live_state.publish(self.task.id, state)
-        except SQLAlchemyError:  # a viewer's picture is a courtesy: the run goes on
-            log.warning("task %s: live state not written", self.task.id, exc_info=True)
+        self.shown.live(None)
 
     # --- pausing -------------------------------------------------------------------------------------------
     def between_steps(self, deadline, here):
@@ -87,6 +77,7 @@ class PersonControl:
                     "back control.")
         hitl = {"type": "takeover", "reason": reason, "liveUrl": link["liveUrl"], "expiresAt": link["expiresAt"],
                 "question": question}
+        self.shown.flush()  # the pause's response carries the trace so far, as the row holds it
         if not lifecycle.await_person(self.task.id, self.owner, question, hitl):
             raise Stopped()
         self.publish(waiting=reason)
