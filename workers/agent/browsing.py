@@ -48,6 +48,9 @@ class BrowserEnvironment(Environment):
     screenshots = False  # set by the runner when the planner shows the model images (LLM_VISION)
     acted_on = None  # page.js's description of the element the last action acted on, or None
     script_hook = None  # workers.replay.recorder.ScriptHook, set by the runner
+    # The page the last page view read ({url, title}), until the next action starts: where a step planned on that
+    # view starts (a replay script's step records it) without asking the browser again.
+    viewed = None
     secrets = None  # the task's Secrets, set by the runner: the recording masks their values
     masks_fields = False  # set by the runner for a task with secrets: GIF frames show text fields as dots
     person = None  # workers.agent.takeover.PersonControl once live viewers can watch (go_live)
@@ -309,13 +312,14 @@ class BrowserEnvironment(Environment):
             except BrowserError:  # the text view still goes
                 log.warning("task %s: screenshot for the model failed", self.task.id, exc_info=True)
         view = page_view.render(reading, prefix)
+        self.viewed = {"url": reading.url, "title": reading.title}
         if problem := reading.error():  # a 404 page has text too: it must not read as the page asked for
             return Observation(f"{problem}\n{view}", reading.url, failed=True, error_page=True, image=image)
         return Observation(view, reading.url, image=image)
 
     def _act(self, what, done=None):
         """Run one browser action; the page view follows it, and a failure says why."""
-        self.acted_on = None
+        self.acted_on = self.viewed = None
         try:
             result = what()
             if isinstance(result, dict) and "index" in result:
@@ -402,11 +406,15 @@ class BrowserEnvironment(Environment):
         return self._act(lambda: self.browser.switch_tab(int(index)), lambda _: f"tab {index}")
 
     def do_extract(self, selector="body"):
+        viewed = self.viewed  # a read leaves the page as the last page view saw it
+        here = (viewed or {}).get("url")
+
         def found(texts):
             texts = [t for t in texts if t]
             if not texts:
-                raise BrowserError(f"Nothing on {self.url() or 'the page'} matches {selector!r}.")
-            return Observation("\n".join(texts)[:MAX_OBSERVATION_CHARS], self.url())
+                raise BrowserError(f"Nothing on {here or self.url() or 'the page'} matches {selector!r}.")
+            self.viewed = viewed
+            return Observation("\n".join(texts)[:MAX_OBSERVATION_CHARS], here or self.url())
         return self._act(lambda: self.browser.extract(selector), found)
 
     def close(self):

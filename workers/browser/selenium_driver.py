@@ -48,6 +48,9 @@ DRAG_MOVES = 12  # a pointer drag's moves between down and up: libraries wait fo
 CHOICE_SECONDS = 5  # how long a custom drop-down may take to show its options, and to show the chosen one
 FRAME_DEPTH = 3  # frames of another origin inside frames of another origin, read this deep
 MAX_HOPS = 10  # same-origin frames on the way to a frame of another origin, entered this deep
+# The page view right after an action whose settling followed the tabs this recently (seconds) does not ask for them
+# again: a tab the page opens later is followed at the next action or view, as one opened just after any view is.
+FOLLOWED_JUST_NOW = 0.1
 # page.js's call in the document of a frame WebDriver is switched into (its source sent along, run in its main world).
 FRAME_CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(null, arguments[1]);"
 
@@ -107,6 +110,7 @@ class SeleniumBrowser(Browser):
     group = None  # a pooled browser's process group (workers/browser/pool.py started it, not a Service of ours)
     zone_per_tab = False  # the browser's own TZ is not the task's (a Grid node, a pooled browser): set it per tab
     _framed = False  # WebDriver is switched into a frame (`_inside`): page.js is called in that frame's document
+    _followed_at = float("-inf")  # when the tabs were last followed (monotonic)
 
     def __init__(self, *, label="", chromium_path="/usr/bin/chromium", chromedriver_path="/usr/bin/chromedriver",
                  remote_url=None, proxy=None, window_size=(1280, 900), locale="en-US", time_zone=None,
@@ -225,12 +229,16 @@ class SeleniumBrowser(Browser):
             raise BrowserError((result or {}).get("error") or "The action failed on the page.")
         return result
 
-    def _follow_tabs(self):
-        """A tab opened by the page (target=_blank, window.open) becomes the current one."""
+    def _follow_tabs(self, unless_within=0.0):
+        """A tab opened by the page (target=_blank, window.open) becomes the current one. `unless_within`: seconds;
+        not asked again when the tabs were followed that recently (the page view right after an action's settling)."""
+        if time.monotonic() - self._followed_at < unless_within:
+            return
         try:
             handles = self.driver.window_handles
         except WebDriverException:
             return
+        self._followed_at = time.monotonic()
         new = [h for h in handles if h not in self._known_handles]
         gone = len(self._known_handles) - (len(handles) - len(new))
         self._known_handles = [h for h in self._known_handles if h in handles] + new
@@ -358,7 +366,7 @@ class SeleniumBrowser(Browser):
 
     # --- reading ---------------------------------------------------------------------------------------
     def read(self, max_chars=40000, drain=None):
-        self._follow_tabs()  # a tab a script opened since the last action
+        self._follow_tabs(FOLLOWED_JUST_NOW)  # a tab a script opened since the last action
         options, recorded = {"maxChars": int(max_chars)}, None
         if drain is not None and not self._framed:
             result, recorded = self._page(self.page.call_draining, "read", [options], *drain)

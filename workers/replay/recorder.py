@@ -34,12 +34,12 @@ class ScriptHook:
         if self.pending is not None:
             number, step = self.pending
             self.pending, self.replaying = None, number
-            problem, action = self._prepare(browser, number, step, action)
+            problem, action = self._prepare(browser, number, step, action, environment.viewed)
             if problem is not None:
                 return action, Observation(problem, environment.url(), failed=True)
             self._record = step  # a step that ran as recorded is kept as it was (parameters and all)
         elif action.name in scripts.RECORDED:
-            self._record = self._snapshot(browser, action)
+            self._record = self._snapshot(browser, action, environment.viewed)
         return action, None
 
     def after(self, action, observation):
@@ -87,7 +87,9 @@ class ScriptHook:
         return script
 
     # --- internals ------------------------------------------------------------------------------------
-    def _snapshot(self, browser, action):
+    def _snapshot(self, browser, action, viewed=None):
+        """The step as it runs now; `viewed`: the page the last page view read ({url, title}), the one this step was
+        planned on, when no action ran since (else the browser is asked)."""
         step = {"action": action.name, "args": dict(action.args)}
         if action.name == "go_to":  # where it starts does not matter
             return scripts.parameterize(self.secrets.redact(step), self.variables)
@@ -99,7 +101,8 @@ class ScriptHook:
                 step[key] = {k: locator[k] for k in ("tag", "role", "name", "text", "label", "attrs", "css",
                                                      "index") if k in locator}
             if "page" not in step:
-                step["page"] = {"url": scripts.page_pattern(browser.current_url()), "title": browser.title()}
+                url, title = (viewed["url"], viewed["title"]) if viewed else (browser.current_url(), browser.title())
+                step["page"] = {"url": scripts.page_pattern(url), "title": title}
         except BrowserError as exc:  # recording must never fail the task: this step stays without a locator
             log.info("no locator for %s: %s", action.name, exc)
         else:
@@ -107,8 +110,9 @@ class ScriptHook:
                 step["args"].pop(key, None)
         return scripts.parameterize(self.secrets.redact(step), self.variables)
 
-    def _prepare(self, browser, number, step, action):
-        """Check the step's page, find its elements; (why it cannot run, action) or (None, action to run)."""
+    def _prepare(self, browser, number, step, action, viewed=None):
+        """Check the step's page, find its elements; (why it cannot run, action) or (None, action to run). `viewed`:
+        as in _snapshot, the page as the last page view left it (the first look at the page, when it is known)."""
         what = f"Replay step {number} ({action.description or step['action']})"
         if step["action"] not in scripts.RECORDED:  # a script of another version: never run, never skipped
             return f"{what}: a replay cannot run the action {step['action']!r}.", action
@@ -124,6 +128,8 @@ class ScriptHook:
                 if keys:  # one call each: the matches and the page they are on
                     found = {key: browser.resolve(locator) for key, locator in locators.items()}
                     url, title = found[keys[0]].get("url"), found[keys[0]].get("title")
+                elif viewed:
+                    found, url, title, viewed = {}, viewed["url"], viewed["title"], None
                 else:
                     found, url, title = {}, browser.current_url(), browser.title()
             except BrowserError as exc:
