@@ -240,12 +240,13 @@ class BrowserEnvironment(Environment):
         action, refused = hook.before(self, action)
         if refused is not None:
             return refused
+        self.acted_on = None  # set by this action when it locates an element (_act)
         try:
             observation = self._execute(action)
         except Finish as finish:
             hook.finished(action, finish.outcome)
             raise
-        hook.after(action, observation)
+        hook.after(action, observation, self.acted_on)
         return observation
 
     def _execute(self, action):

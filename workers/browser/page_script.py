@@ -18,10 +18,16 @@ PAGE_JS = Path(__file__).with_name("page.js").read_text()
 API = "globalThis.__remoteDispatch"
 CALL = "function (method, args) { return this[method].apply(this, args); }"
 # Calls answering [JSON text, a DOM element or null], for a WebDriver reference to the element. LOCATE: where an
-# element is and, when it lives in the top document, the element itself. TOWARD: whether the frame element to switch
-# into next on the way to a frame of another origin is that frame (page.js frameToward), and the element.
-LOCATE = """function (target) {
+# element is and, when it lives in the top document, the element itself; with `describe`, also how to find it again
+# (page.js describe: a replay script's locator, and the page it is on), taken before the action acts. TOWARD: whether
+# the frame element to switch into next on the way to a frame of another origin is that frame (page.js frameToward),
+# and the element.
+LOCATE = """function (target, describe) {
   var info = this.locate(target);
+  if (describe && info.ok) {
+    var found = this.describe(String(info.index));
+    if (found.ok) info.locator = found;
+  }
   return [JSON.stringify(info), info.ok && info.inTop ? this.element(String(info.index)) : null];
 }"""
 TOWARD = """function (n) {
@@ -29,6 +35,9 @@ TOWARD = """function (n) {
   return [JSON.stringify(found[1]), found[0]];
 }"""
 TOKEN = "function () { return this.token; }"
+# The lookup of page.js's object in a document, which also leaves the document's readyState on it for the answer's
+# serialization to carry: after a navigation, the settling's first question needs no call of its own.
+LOOKUP = f"({API} && ({API}.documentState = document.readyState), {API})"
 # A page.js call with the run's recorder drained in the same call: the recorder lives in the same world
 # (recording.py) under a name only the run knows, and its answer carries its own token, which the worker checks.
 # One call instead of two after each action, and no second lookup of the world in a new document.
@@ -62,6 +71,7 @@ class PageScript:
         # secret of the world and this worker (a kept session's tab keeps the one an earlier run added it with).
         self.tokens = {}
         self.api = self.frame = None  # page.js's object in the document last used, and that tab's top frame id
+        self.attached_state = None  # the document's readyState as the lookup of `api` saw it (None: not known)
 
     def install(self):
         """The current tab's next documents get page.js (a new browser's tab, before its first page)."""
@@ -78,6 +88,14 @@ class PageScript:
         """page.js's `method(*args)` (JSON values in and out)."""
         return answer_value(self._on(CALL, [method, list(args)], returnByValue=True))
 
+    def ready_state(self):
+        """The document's readyState; right after a navigation, as the lookup of page.js's object there saw it."""
+        if self.api is None:
+            self._attach()
+            if self.attached_state is not None:
+                return self.attached_state
+        return self.call("readyState")
+
     def call_draining(self, method, args, recorder, drain_args):
         """(page.js's `method(*args)`, the answer of the world's recorder named `recorder` to `drain(*drain_args)` or
         None when this document has none), in one call."""
@@ -85,21 +103,21 @@ class PageScript:
                                       returnByValue=True))
         return value[0], value[1]
 
-    def locate(self, target):
+    def locate(self, target, describe=False):
         """(page.js's `locate` info, the WebDriver element id of the element or None when it is not in the top
-        document)."""
-        return self._with_element(LOCATE, target)
+        document). `describe`: the info carries the element's `locator` too (page.js's `describe`)."""
+        return self._with_element(LOCATE, target, describe)
 
     def toward(self, number):
         """(arrived, the WebDriver element id of the frame element to switch into next, or None) on the way to the
         frame of another origin numbered `number` (page.js's `frameToward`)."""
         return self._with_element(TOWARD, number)
 
-    def _with_element(self, declaration, argument):
+    def _with_element(self, declaration, *arguments):
         """(the JSON value, the WebDriver element id of the element or None) of a call answering both. The element
         comes back as its backend node id in the same call; chromedriver's element ids are
         `f.<frame id>.d.<loader id>.e.<backend node id>`."""
-        answer = self._on(declaration, [argument], serializationOptions={"serialization": "deep", "maxDepth": 1})
+        answer = self._on(declaration, list(arguments), serializationOptions={"serialization": "deep", "maxDepth": 1})
         answer_value(answer)
         text, node = answer["result"]["deepSerializedValue"]["value"]
         value = json.loads(text["value"])
@@ -126,12 +144,15 @@ class PageScript:
         context after a navigation to another process) the object is taken by the checked lookup (World.handle),
         evaluated there when the document has none, and the tab gets page.js for its next documents unless it has
         it (a kept session's tab, from an earlier run: its token is taken up)."""
+        self.attached_state = None
         try:
-            answer = self.world.cdp("Runtime.evaluate", expression=API, contextId=self.world.context_id(),
+            answer = self.world.cdp("Runtime.evaluate", expression=LOOKUP, contextId=self.world.context_id(),
                                     serializationOptions={"serialization": "deep", "maxDepth": 1})
             self.frame = self.world.frame
-            if self.tokens.get(self.frame) and hmac.compare_digest(str(_token(answer)), self.tokens[self.frame]):
+            if self.tokens.get(self.frame) and hmac.compare_digest(str(_property(answer, "token")),
+                                                                   self.tokens[self.frame]):
                 self.api = answer["result"]["objectId"]
+                self.attached_state = _property(answer, "documentState")
                 return
         except WebDriverException:
             pass  # the document went away meanwhile: the checked lookup below finds the current one
@@ -147,10 +168,10 @@ class PageScript:
             self.api = self.world.handle(f"{tokened(PAGE_JS, self.tokens[self.frame])}\n{API}")
 
 
-def _token(answer):
-    """The `token` property of the object CDP's answer serialized (deep), or None: whatever the page put there."""
+def _property(answer, name):
+    """The property `name` of the object CDP's answer serialized (deep), or None: whatever the page put there."""
     serialized = answer.get("result", {}).get("deepSerializedValue") or {}
     if serialized.get("type") != "object" or not isinstance(serialized.get("value"), list):
         return None
     return next((pair[1].get("value") for pair in serialized["value"] if isinstance(pair, list) and len(pair) == 2
-                 and pair[0] == "token" and isinstance(pair[1], dict)), None)
+                 and pair[0] == name and isinstance(pair[1], dict)), None)

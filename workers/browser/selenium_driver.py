@@ -50,7 +50,7 @@ FRAME_DEPTH = 3  # frames of another origin inside frames of another origin, rea
 MAX_HOPS = 10  # same-origin frames on the way to a frame of another origin, entered this deep
 # The page view right after an action whose settling followed the tabs this recently (seconds) does not ask for them
 # again: a tab the page opens later is followed at the next action or view, as one opened just after any view is.
-FOLLOWED_JUST_NOW = 0.1
+SETTLED_JUST_NOW = 0.1
 # page.js's call in the document of a frame WebDriver is switched into (its source sent along, run in its main world).
 FRAME_CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(null, arguments[1]);"
 
@@ -110,7 +110,11 @@ class SeleniumBrowser(Browser):
     group = None  # a pooled browser's process group (workers/browser/pool.py started it, not a Service of ours)
     zone_per_tab = False  # the browser's own TZ is not the task's (a Grid node, a pooled browser): set it per tab
     _framed = False  # WebDriver is switched into a frame (`_inside`): page.js is called in that frame's document
-    _followed_at = float("-inf")  # when the tabs were last followed (monotonic)
+    _settled_at = float("-inf")  # when an action's settling (or a navigation) last followed the tabs (monotonic)
+    # The element actions whose answer is the element as located before acting (page.js's info); with `describes` on,
+    # it carries the element's replay `locator` (page.js describe) when the element is in the top document, taken in
+    # the same call (workers/replay/recorder.py turns it on).
+    described, describes = ("click", "type", "hover", "draw"), False
 
     def __init__(self, *, label="", chromium_path="/usr/bin/chromium", chromedriver_path="/usr/bin/chromedriver",
                  remote_url=None, proxy=None, window_size=(1280, 900), locale="en-US", time_zone=None,
@@ -229,16 +233,12 @@ class SeleniumBrowser(Browser):
             raise BrowserError((result or {}).get("error") or "The action failed on the page.")
         return result
 
-    def _follow_tabs(self, unless_within=0.0):
-        """A tab opened by the page (target=_blank, window.open) becomes the current one. `unless_within`: seconds;
-        not asked again when the tabs were followed that recently (the page view right after an action's settling)."""
-        if time.monotonic() - self._followed_at < unless_within:
-            return
+    def _follow_tabs(self):
+        """A tab opened by the page (target=_blank, window.open) becomes the current one."""
         try:
             handles = self.driver.window_handles
         except WebDriverException:
             return
-        self._followed_at = time.monotonic()
         new = [h for h in handles if h not in self._known_handles]
         gone = len(self._known_handles) - (len(handles) - len(new))
         self._known_handles = [h for h in self._known_handles if h in handles] + new
@@ -273,14 +273,16 @@ class SeleniumBrowser(Browser):
             if len(self._known_handles) > known or time.monotonic() >= deadline or self.should_stop():
                 break
             time.sleep(0.05)
-        deadline = time.monotonic() + 10
+        followed = time.monotonic()
+        deadline = followed + 10
         while time.monotonic() < deadline and not self.should_stop():
             try:
                 if self._framed:  # a frame of another origin: one small script, not page.js's source with it
                     state = self.driver.execute_script("return document.readyState")
                 else:
-                    state = self._page(self.page.call, "readyState")
+                    state = self._page(self.page.ready_state)
                 if state == "complete":
+                    self._settled_at = followed
                     return
             except (WebDriverException, BrowserError):  # the document went away meanwhile: the next one is asked
                 self.page.forget()
@@ -292,7 +294,7 @@ class SeleniumBrowser(Browser):
         if self._framed:
             info = self._result(self._call("locate", target))
             return (self._call("element", str(info["index"])) if info.get("inTop") else None), info
-        info, element = self._page(self.page.locate, target)
+        info, element = self._page(self.page.locate, target, self.describes)
         return self._element(element), self._result(info)
 
     def _element(self, element_id):
@@ -312,6 +314,7 @@ class SeleniumBrowser(Browser):
         except WebDriverException as exc:
             raise BrowserError(f"Could not open {url}: {_reason(exc)}") from None
         self._follow_tabs()
+        self._settled_at = time.monotonic()
 
     def live_target(self):
         try:  # chromedriver's window handle is the tab's DevTools target id
@@ -366,7 +369,9 @@ class SeleniumBrowser(Browser):
 
     # --- reading ---------------------------------------------------------------------------------------
     def read(self, max_chars=40000, drain=None):
-        self._follow_tabs(FOLLOWED_JUST_NOW)  # a tab a script opened since the last action
+        settled, self._settled_at = self._settled_at, float("-inf")
+        if time.monotonic() - settled >= SETTLED_JUST_NOW:
+            self._follow_tabs()  # a tab a script opened since the last action
         options, recorded = {"maxChars": int(max_chars)}, None
         if drain is not None and not self._framed:
             result, recorded = self._page(self.page.call_draining, "read", [options], *drain)
@@ -591,7 +596,8 @@ class SeleniumBrowser(Browser):
                 return info
             except WebDriverException:
                 pass
-        return self._result(self._call("hover", str(info["index"])))
+        self._result(self._call("hover", str(info["index"])))
+        return info
 
     def wait_for(self, text=None, selector=None, navigation=False, timeout=10):
         start_url = self.current_url()

@@ -11,6 +11,7 @@ from app.scripts import format as scripts
 log = logging.getLogger(__name__)
 PAGE_WAIT_SECONDS = 5  # a step's page may still be loading after the previous step's click
 ELEMENT_WAIT_SECONDS = 3  # and its element appear a moment later; an ambiguous match is never waited out
+LOCATOR_KEYS = ("tag", "role", "name", "text", "label", "attrs", "css", "index")  # of page.js describe's answer
 
 
 class ScriptHook:
@@ -25,11 +26,12 @@ class ScriptHook:
         self.results = {}  # replayed step number -> text it returned (for the answer)
         self.answer = None
         self._record = None
+        self._unlocated = None  # a step whose element's locator comes with the action's answer (after())
 
     # --- called by BrowserEnvironment.execute ---------------------------------------------------------
     def before(self, environment, action):
         """(action to run, None) or (action, a failed Observation that replaces running it)."""
-        self._record, self.replaying = None, None
+        self._record, self._unlocated, self.replaying = None, None, None
         browser = environment.browser
         if self.pending is not None:
             number, step = self.pending
@@ -42,8 +44,14 @@ class ScriptHook:
             self._record = self._snapshot(browser, action, environment.viewed)
         return action, None
 
-    def after(self, action, observation):
-        if observation.failed or self._record is None:
+    def after(self, action, observation, acted_on=None):
+        """`acted_on`: the element the action located (its answer), with the locator it took before acting."""
+        if observation.failed:
+            return
+        if self._unlocated is not None:
+            locator = (acted_on or {}).get("locator")
+            self._record = self._finished(self._unlocated, {"target": locator} if locator else {})
+        if self._record is None:
             return
         step = self._record
         self.steps.append(step)
@@ -89,25 +97,32 @@ class ScriptHook:
     # --- internals ------------------------------------------------------------------------------------
     def _snapshot(self, browser, action, viewed=None):
         """The step as it runs now; `viewed`: the page the last page view read ({url, title}), the one this step was
-        planned on, when no action ran since (else the browser is asked)."""
+        planned on, when no action ran since (else the browser is asked). None when its element's locator comes with
+        the action itself (`_unlocated`, finished in after())."""
         step = {"action": action.name, "args": dict(action.args)}
-        if action.name == "go_to":  # where it starts does not matter
-            return scripts.parameterize(self.secrets.redact(step), self.variables)
+        keys = _elements(action.name, action.args)
+        if keys == ["target"] and action.name in getattr(browser, "described", ()):
+            browser.describes = True  # the action's own locate call describes its element: no call of its own here
+            self._unlocated = step
+            return None
+        locators = {}
         try:
-            for key in _elements(action.name, action.args):
-                locator = browser.describe(action.args[key])  # with the page's url and title: one call
-                step.setdefault("page", {"url": scripts.page_pattern(locator.get("url")),
-                                         "title": locator.get("title")})
-                step[key] = {k: locator[k] for k in ("tag", "role", "name", "text", "label", "attrs", "css",
-                                                     "index") if k in locator}
-            if "page" not in step:
+            if keys:  # each with the page's url and title: one call each
+                locators = {key: browser.describe(action.args[key]) for key in keys}
+            elif action.name != "go_to":  # where it starts does not matter
                 url, title = (viewed["url"], viewed["title"]) if viewed else (browser.current_url(), browser.title())
                 step["page"] = {"url": scripts.page_pattern(url), "title": title}
         except BrowserError as exc:  # recording must never fail the task: this step stays without a locator
             log.info("no locator for %s: %s", action.name, exc)
-        else:
-            for key in _elements(action.name, action.args):
-                step["args"].pop(key, None)
+        return self._finished(step, locators)
+
+    def _finished(self, step, locators):
+        """The step with its elements' locators (and their page) in place of their arguments; secrets as ${name},
+        variables as {{name}}. An element without a locator keeps its argument (the number, the text)."""
+        for key, locator in locators.items():
+            step.setdefault("page", {"url": scripts.page_pattern(locator.get("url")), "title": locator.get("title")})
+            step[key] = {k: locator[k] for k in LOCATOR_KEYS if k in locator}
+            step["args"].pop(key, None)
         return scripts.parameterize(self.secrets.redact(step), self.variables)
 
     def _prepare(self, browser, number, step, action, viewed=None):
