@@ -11,9 +11,9 @@ from app.egress.proxy import EgressProxy
 from app.errors import ApiError
 from app.extensions import db
 from app.files import service as files
-from app.sandbox.box import being_written
 from app.profiles import service as profiles, state as profile_state
 from app.live import state as live_state
+from app.sandbox.box import being_written
 from app.sessions import browsers
 from app.sessions import service as sessions
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 from urllib.parse import urljoin, urlsplit
 
 from app.crypto import unseal
-from app.sandbox.box import being_written
 from app.dispatch import recordings
 from app.extensions import db
+from app.sandbox.box import being_written
 
 from . import page_view
 from .actions import NUMBER, STRING, Finish, Observation, Outcome, Tool, params
