@@ -157,6 +157,12 @@ pad.addEventListener("pointermove", (e) => { if (drawing) { ctx.lineTo(e.offsetX
 pad.addEventListener("pointerup", (e) => { drawing = false; out.textContent += " to " + e.offsetX + "," + e.offsetY; });
 </script></body></html>"""
 
+# A search box that submits on Enter (to /echo), and a button whose click later opens a dialog, as a page that confirms
+# a save does: nothing on the page answers while a dialog is open.
+SEARCH = """<html><head><title>Search</title></head><body><form action="/echo"><label for="query">Query</label>
+<input id="query" name="query"></form>
+<button onclick="setTimeout(function () { alert('Saved'); out.textContent = 'after the dialog'; }, 200)">Save</button>
+<p id="out"></p></body></html>"""
 # A page that notes every node added to it once it is parsed (it adds none itself).
 WATCHED = """<html><head><title>Watched</title><script>
 var added = [];
@@ -172,7 +178,8 @@ document.addEventListener("DOMContentLoaded", function () {
 def pages():
     server = PageServer({"/main": MAIN, "/frame": FRAME, "/second": SECOND, "/download": DOWNLOAD, "/big": BIG,
                          "/cases": CASES, "/shapes": SHAPES, "/sortable": SORTABLE, "/slider": SLIDER,
-                         "/combobox": COMBOBOX, "/canvas": CANVAS, "/watched": WATCHED})
+                         "/combobox": COMBOBOX, "/canvas": CANVAS, "/watched": WATCHED,
+                         "/search": SEARCH})
     yield server
     server.close()
 
@@ -198,8 +205,10 @@ def egress():
 
 @pytest.fixture
 def browser(pages, egress):
+    """As a task's browser is (workers/agent/browser_modes.py): DevTools on, which page.js's calls then go through
+    (workers/browser/devtools.py). A Grid's browser (tests/test_grid_sessions.py) has them go through chromedriver."""
     browser = SeleniumBrowser(label="driver-test", profile_root=browsers_dir(os.environ["VAR_DIR"]),
-                              time_zone="Asia/Tokyo", window_size=(1000, 700), proxy=egress)
+                              time_zone="Asia/Tokyo", window_size=(1000, 700), proxy=egress, devtools=True)
     browser.open(pages.url("/main"))
     yield browser
     browser.close()
@@ -570,3 +579,23 @@ def test_the_recorder_adds_nothing_to_the_page_it_records(browser, pages):
     assert browser.run_js("return added") == []
     recording.take(reading.recorded)
     recording.finish()
+
+
+def test_the_page_view_after_typing_enter_is_the_page_the_form_loaded(browser, pages):
+    """The page view after an action that navigates is the new page's, not the one it left: page.js's calls go to the
+    browser directly, and the first after an action waits for a navigation the action started."""
+    browser.open(pages.url("/search"))
+    browser.read()
+    browser.type("Query", "blue shoes\n")
+    reading = browser.read()
+    assert "query=blue shoes" in reading.text and reading.url.startswith(pages.url("/echo"))
+    assert "Query" not in {e["label"] for e in reading.elements}
+
+
+def test_a_dialog_the_page_opens_is_dismissed_and_the_page_answers_again(browser, pages):
+    """While a JavaScript dialog is open the page answers nothing; the agent's browser dismisses it (as chromedriver
+    does), so the page view after it comes at once and shows what the page did next."""
+    browser.open(pages.url("/search"))
+    browser.click("Save")
+    wait_until(lambda: "after the dialog" in browser.read().text, timeout=5)
+    assert browser.read().title == "Search"

@@ -97,7 +97,7 @@ class Cdp:
                                            header=headers, timeout=CONNECT_TIMEOUT, suppress_origin=True)
 
     def send(self, method, params=None, session=None, waiter=None):
-        """Send one command (`waiter`: (event, dict) that its reply fills)."""
+        """Send one command (`waiter`: (event, dict) that its reply fills); returns its id."""
         with self._lock:
             self._next += 1
             message = {"id": self._next, "method": method, "params": params or {}}
@@ -110,16 +110,31 @@ class Cdp:
             except (OSError, websocket.WebSocketException):
                 self.closed.set()
                 raise CdpUnavailable("the browser is gone") from None
+            return self._next
 
-    def call(self, method, params=None, session=None):
-        """The command's result, or CdpUnavailable (no answer, or an error reply)."""
+    def call(self, method, params=None, session=None, timeout=CALL_TIMEOUT):
+        """The command's result, or CdpUnavailable (no answer within `timeout` seconds, or an error reply)."""
+        return self.result(method, self.reply(method, params, session, timeout))
+
+    def reply(self, method, params=None, session=None, timeout=CALL_TIMEOUT):
+        """The command's whole reply ({"result"} or {"error"}), None when none came within `timeout` seconds;
+        CdpUnavailable when the connection is gone."""
         event, box = threading.Event(), {}
-        self.send(method, params, session, waiter=(event, box))
-        if not event.wait(CALL_TIMEOUT) or not box:
+        number = self.send(method, params, session, waiter=(event, box))
+        if not event.wait(timeout):
+            self._waiting.pop(number, None)
+            return None
+        if not box:
+            raise CdpUnavailable("the browser is gone")
+        return box
+
+    @staticmethod
+    def result(method, reply):
+        if reply is None:
             raise CdpUnavailable(f"the browser did not answer {method}")
-        if "error" in box:
-            raise CdpUnavailable(f"{method}: {box['error'].get('message', 'refused')}")
-        return box.get("result") or {}
+        if "error" in reply:
+            raise CdpUnavailable(f"{method}: {reply['error'].get('message', 'refused')}")
+        return reply.get("result") or {}
 
     def _read(self):
         try:

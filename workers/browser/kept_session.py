@@ -7,14 +7,13 @@ import urllib3
 from selenium.common.exceptions import NoSuchWindowException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.remote.file_detector import LocalFileDetector
-from selenium.webdriver.remote.webdriver import WebDriver
 
 from .base import BrowserUnavailable
-from .selenium_driver import SeleniumBrowser, _reason
+from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason
 from .unix_connection import remote_connection
 
 
-class _AttachedDriver(WebDriver):
+class _AttachedDriver(TrackedDriver):
     """A Remote driver bound to an existing session: it creates none (and KeptSessionBrowser never quits it)."""
 
     def __init__(self, url, session_id):
@@ -78,3 +77,4 @@ class KeptSessionBrowser(SeleniumBrowser):
     def close(self):
         """Detach: the session's browser, cookies and tabs stay for its next task."""
         self._closed = True
+        self._let_go_of_devtools()

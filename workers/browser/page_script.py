@@ -45,6 +45,25 @@ CALL_DRAINING = """function (method, args, recorder, drainArgs) {
   var r = globalThis[recorder];
   return [this[method].apply(this, args), r ? r.drain.apply(r, drainArgs) : null];
 }"""
+
+
+def after_queued(declaration):
+    """`declaration` (a function called on page.js's object) run after the tasks the page has queued: a message posted
+    now comes after them. A click or an Enter only schedules a form's submission; by then it has been requested, and
+    the tab has said so (devtools.py: its navigation) before this call's answer comes."""
+    return f"""function () {{
+  var self = this, args = arguments;
+  return new Promise(function (resolve, reject) {{
+    var channel = new MessageChannel();
+    channel.port1.onmessage = function () {{
+      try {{ resolve(({declaration}).apply(self, args)); }} catch (e) {{ reject(e); }}
+    }};
+    channel.port2.postMessage(null);
+  }});
+}}"""
+
+
+CALL_QUEUED, CALL_DRAINING_QUEUED = after_queued(CALL), after_queued(CALL_DRAINING)
 # Errors for an object whose document (its world's context) is gone, CDP's and chromedriver's words for them (it
 # answers "timeout: from no such execution context"): the call never ran, so it is made again in the current document.
 GONE = ("Could not find object with given id", "Cannot find context with specified id", "no such execution context")
@@ -65,8 +84,8 @@ class PageScript:
     """page.js's functions in the world of the current tab's top document, for one driver. Its object there is
     remembered (`api`) until a call finds its document gone, then looked up again in the tab's current document."""
 
-    def __init__(self, driver):
-        self.world = World(driver)
+    def __init__(self, driver, direct=None):
+        self.world = World(driver, direct=direct)
         # Top frame id of a tab (a tab keeps it for its lifetime) → the token page.js's object carries in the tab's documents: a
         # secret of the world and this worker (a kept session's tab keeps the one an earlier run added it with).
         self.tokens = {}
@@ -88,19 +107,24 @@ class PageScript:
         """page.js's `method(*args)` (JSON values in and out)."""
         return answer_value(self._on(CALL, [method, list(args)], returnByValue=True))
 
+    def call_queued(self, method, *args):
+        """page.js's `method(*args)` after the tasks the page has queued (after_queued): for the page view and the
+        document's state after an action."""
+        return answer_value(self._on(CALL_QUEUED, [method, list(args)], returnByValue=True, awaitPromise=True))
+
     def ready_state(self):
         """The document's readyState; right after a navigation, as the lookup of page.js's object there saw it."""
         if self.api is None:
             self._attach()
             if self.attached_state is not None:
                 return self.attached_state
-        return self.call("readyState")
+        return self.call_queued("readyState")
 
     def call_draining(self, method, args, recorder, drain_args):
         """(page.js's `method(*args)`, the answer of the world's recorder named `recorder` to `drain(*drain_args)` or
-        None when this document has none), in one call."""
-        value = answer_value(self._on(CALL_DRAINING, [method, list(args), recorder, list(drain_args)],
-                                      returnByValue=True))
+        None when this document has none), in one call, after the tasks the page has queued."""
+        value = answer_value(self._on(CALL_DRAINING_QUEUED, [method, list(args), recorder, list(drain_args)],
+                                      returnByValue=True, awaitPromise=True))
         return value[0], value[1]
 
     def locate(self, target, describe=False):

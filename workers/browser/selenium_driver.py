@@ -18,7 +18,9 @@ from selenium.common.exceptions import (InvalidSessionIdException, JavascriptExc
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.command import Command
 from selenium.webdriver.remote.file_detector import LocalFileDetector, UselessFileDetector
+from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
 from app.live import state as live_state
@@ -28,6 +30,7 @@ from app.sandbox import box as sandbox, processes as sandbox_processes
 from app.sandbox.box import BrowserBox, HostUnavailable
 
 from .base import FRAME_PLACEHOLDER, Browser, BrowserError, BrowserUnavailable, PageReading
+from .devtools import DirectCdp
 from .page_script import PAGE_JS, PageScript
 from .unix_connection import UnixRemoteConnection
 from .world import WorldError
@@ -53,6 +56,29 @@ MAX_HOPS = 10  # same-origin frames on the way to a frame of another origin, ent
 SETTLED_JUST_NOW = 0.1
 # page.js's call in the document of a frame WebDriver is switched into (its source sent along, run in its main world).
 FRAME_CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(null, arguments[1]);"
+SCRIPT_SECONDS = 30  # a script's time to answer (WebDriver's script timeout, and a direct CDP call's)
+
+
+class TrackedDriver(WebDriver):
+    """A Remote driver that knows its current window handle: the one it last switched to or was told (`handle`, None
+    when not known). The worker learns which tab it drives with no round trip: the live view's target after each
+    step, and the tab a direct CDP call goes to (devtools.py)."""
+
+    handle = None
+
+    def execute(self, driver_command, params=None):
+        try:
+            response = super().execute(driver_command, params)
+        except NoSuchWindowException:
+            self.handle = None
+            raise
+        if driver_command == Command.SWITCH_TO_WINDOW:
+            self.handle = params["handle"]
+        elif driver_command == Command.W3C_GET_CURRENT_WINDOW_HANDLE:
+            self.handle = response.get("value")
+        elif driver_command == Command.CLOSE:
+            self.handle = None
+        return response
 
 
 def browsers_dir(var_dir):
@@ -141,7 +167,7 @@ class SeleniumBrowser(Browser):
         try:
             if remote_url:
                 options.set_capability("se:name", self.label)
-                self.driver = webdriver.Remote(command_executor=remote_url, options=options)
+                self.driver = TrackedDriver(command_executor=remote_url, options=options)
                 self.driver.file_detector = LocalFileDetector()
                 # chromedriver's CDP endpoint, which the Grid forwards to the node (time zone per tab).
                 self.driver.command_executor.add_command("executeCdpCommand", "POST",
@@ -151,9 +177,9 @@ class SeleniumBrowser(Browser):
             else:
                 self._start_local(options, chromium_path, chromedriver_path, profile_root, proxy)
             self.driver.set_page_load_timeout(page_load_timeout)
-            self.driver.set_script_timeout(30)
+            self.driver.set_script_timeout(SCRIPT_SECONDS)
             self._known_handles = list(self.driver.window_handles)
-            self._emulate(self.driver.current_window_handle)
+            self._emulate(self.current_handle())
             self.page.install()  # before the task's first page, which then has page.js from its start
         except BrowserError:
             self.close()
@@ -186,7 +212,7 @@ class SeleniumBrowser(Browser):
         self.uploads = self.box.uploads
         self.service = _SandboxedService(self.box, chromedriver_path)
         self.service.start()  # waits for chromedriver's /status on its socket; close() ends its process group
-        self.driver = webdriver.Remote(command_executor=UnixRemoteConnection(self.box.driver_url), options=options)
+        self.driver = TrackedDriver(command_executor=UnixRemoteConnection(self.box.driver_url), options=options)
         self.driver.file_detector = UselessFileDetector()  # chromedriver here reads the (staged) path itself
 
     def _emulate(self, handle):
@@ -202,8 +228,31 @@ class SeleniumBrowser(Browser):
     # --- plumbing ------------------------------------------------------------------------------------
     @cached_property
     def page(self):
-        """page.js in the isolated world of the tab's documents (page_script.py)."""
-        return PageScript(self.driver)
+        """page.js in the isolated world of the tab's documents (page_script.py), its calls straight to the browser's
+        DevTools when it has a socket on this machine (devtools.py)."""
+        return PageScript(self.driver, self._direct if self.direct_cdp else None)
+
+    @cached_property
+    def direct_cdp(self):
+        """The browser's DevTools without chromedriver: a box's socket on this machine (ours, a pooled one, a kept
+        session's); None for a Grid's browser or one without DevTools."""
+        endpoint = self.live_endpoint or ""
+        if not endpoint.startswith("unix:") or not os.path.exists(endpoint[len("unix:"):]):
+            return None
+        return DirectCdp(endpoint, SCRIPT_SECONDS)
+
+    def _direct(self, cmd, params):
+        """CDP's `cmd` in the current tab over the direct connection."""
+        return self.direct_cdp.call(self.current_handle(), cmd, params)
+
+    def _navigating(self):
+        """Whether the current tab has a navigation requested or loading that has not committed (devtools.py): a page
+        view of it now would be the page it leaves. Through chromedriver, its own commands wait for that instead."""
+        return self.direct_cdp is not None and self.direct_cdp.navigating(self.current_handle())
+
+    def current_handle(self):
+        """The tab WebDriver drives: as the driver remembers it (TrackedDriver), asked when it does not."""
+        return self.driver.handle or self.driver.current_window_handle
 
     def _call(self, method, *args):
         """page.js's `method(*args)` in the document WebDriver is in: the top document's through page.js's object in
@@ -235,6 +284,8 @@ class SeleniumBrowser(Browser):
 
     def _follow_tabs(self):
         """A tab opened by the page (target=_blank, window.open) becomes the current one."""
+        if self.direct_cdp is not None and self.direct_cdp.tabs() == set(self._known_handles):
+            return  # the tabs of the last look, as the browser lists them (chromedriver's list only when they differ)
         try:
             handles = self.driver.window_handles
         except WebDriverException:
@@ -246,7 +297,7 @@ class SeleniumBrowser(Browser):
             self.driver.switch_to.window(new[-1])
             self._emulate(new[-1])
             return
-        if not gone:  # no tab closed, so the current one is still there (one round trip fewer per action)
+        if not gone or self.driver.handle in handles:  # the current tab is still there
             return
         try:
             self.driver.current_window_handle
@@ -281,12 +332,19 @@ class SeleniumBrowser(Browser):
                     state = self.driver.execute_script("return document.readyState")
                 else:
                     state = self._page(self.page.ready_state)
-                if state == "complete":
+                if state == "complete" and not self._navigating():
                     self._settled_at = followed
                     return
+                if state == "complete":  # the document is leaving: the next one is asked once it has come
+                    left = max(0.0, deadline - time.monotonic())
+                    self.direct_cdp.wait_navigated(self.current_handle(), min(0.25, left))
+                    self.page.forget()
+                    continue
             except (WebDriverException, BrowserError):  # the document went away meanwhile: the next one is asked
                 self.page.forget()
             time.sleep(0.1)
+        if time.monotonic() >= deadline and self._navigating():  # it neither committed nor stopped in all that time:
+            self.direct_cdp.stay(self.current_handle())  # the page is the one the tab has (no later view waits again)
 
     def _native(self, target):
         """(WebElement, info) for an element of the current document (the top one, or the frame WebDriver is in),
@@ -305,8 +363,8 @@ class SeleniumBrowser(Browser):
         try:
             if new_tab:
                 self.driver.switch_to.new_window("tab")
-                self._known_handles.append(self.driver.current_window_handle)
-                self._emulate(self.driver.current_window_handle)
+                self._known_handles.append(self.current_handle())
+                self._emulate(self.current_handle())
             self.page.forget()
             self.driver.get(url)
         except TimeoutException:
@@ -318,7 +376,7 @@ class SeleniumBrowser(Browser):
 
     def live_target(self):
         try:  # chromedriver's window handle is the tab's DevTools target id
-            return self.driver.current_window_handle
+            return self.current_handle()
         except (WebDriverException, urllib3.exceptions.HTTPError):  # gone too: the next step says so, not the viewer
             return None
 
@@ -373,9 +431,14 @@ class SeleniumBrowser(Browser):
         if time.monotonic() - settled >= SETTLED_JUST_NOW:
             self._follow_tabs()  # a tab a script opened since the last action
         options, recorded = {"maxChars": int(max_chars)}, None
-        if drain is not None and not self._framed:
+        if self._framed:
+            result = self._call("read", options)
+        elif drain is not None:
             result, recorded = self._page(self.page.call_draining, "read", [options], *drain)
         else:
+            result = self._page(self.page.call_queued, "read", options)
+        if self._navigating():  # the last action started a navigation: the view is the new page's
+            self._settle()
             result = self._call("read", options)
         self._frames = {}
         if result.get("frames"):
@@ -715,6 +778,7 @@ class SeleniumBrowser(Browser):
         if self._closed:
             return
         self._closed = True
+        self._let_go_of_devtools()
         if self.driver is not None:
             try:
                 self.driver.quit()
@@ -735,6 +799,11 @@ class SeleniumBrowser(Browser):
             shutil.rmtree(self.profile, ignore_errors=True)
         log.info("browser session %s closed", self.label)
 
+
+    def _let_go_of_devtools(self):
+        direct = self.__dict__.get("direct_cdp")  # made at the first page.js call, if any
+        if direct is not None:
+            direct.close()
 
     # --- a pause's snapshot (workers/browser/parking.py) ------------------------------------------------------
     def _cdp(self, command, params=None):
@@ -801,6 +870,7 @@ class SeleniumBrowser(Browser):
     def detach(self):
         """Let go of the browser without ending it (it is parked for the task's answer): close() does nothing now."""
         self._closed = True
+        self._let_go_of_devtools()
         if self.service is not None:
             self.service.process = None  # Selenium's Service ends its process when collected
         if self.driver is not None:

@@ -2,6 +2,13 @@
 from selenium.common.exceptions import WebDriverException
 
 NAME = "remote-dispatch"  # one world for our scripts (the recorder, page.js): no page script enters it
+# Commands that go through chromedriver even when the browser's DevTools are reached directly (devtools.py):
+# - a script for a tab's next documents lasts as long as the CDP session that added it: chromedriver's, which the
+#   browser's life bounds (a direct connection ends with the run, and a kept session's browser outlives it);
+# - the world's context in the current document: chromedriver first waits for a navigation an action started (a
+#   click's, a history step's) to commit, so the context is the new document's, never the one it replaces.
+THROUGH_DRIVER = ("Page.addScriptToEvaluateOnNewDocument", "Page.removeScriptToEvaluateOnNewDocument",
+                  "Page.createIsolatedWorld")
 
 
 class WorldError(Exception):
@@ -14,11 +21,14 @@ class World:
     in the current top document by `evaluate` (cheap: the context id is remembered, so callers authenticate what comes
     back) or by `call` (the context checked first: for secrets and installs)."""
 
-    def __init__(self, driver, name=NAME):
-        self.driver, self.name = driver, name
+    def __init__(self, driver, name=NAME, direct=None):
+        """`direct(cmd, params)`: CDP in the current tab without chromedriver (devtools.py), or None."""
+        self.driver, self.name, self.direct = driver, name, direct
         self.frame = self.context = None  # the tab's top frame, and the world's context id in the document last used
 
     def cdp(self, cmd, **params):
+        if self.direct is not None and cmd not in THROUGH_DRIVER:
+            return self.direct(cmd, params)
         return self.driver.execute("executeCdpCommand", {"cmd": cmd, "params": params}).get("value") or {}
 
     def add(self, source):
