@@ -18,6 +18,7 @@ from selenium.common.exceptions import NoSuchWindowException, TimeoutException, 
 
 from app.live.cdp import Cdp, CdpUnavailable
 
+
 class DevToolsGone(urllib3.exceptions.HTTPError):
     """The browser's DevTools socket does not answer: the browser is gone, as when its WebDriver endpoint stops
     answering (urllib3's errors), which callers already take for that (a kept session's task ends saying so)."""
@@ -117,10 +118,11 @@ class DirectCdp:
             return session
 
     def _event(self, method, params, session):
-        target = next((known for known, sid in list(self._sessions.items()) if sid == session), None)
         if method in LEAVING or method in ARRIVED:
+            # The tab's own top frame only (its id is the tab's): the tab whose session this is, found by the frame.
             frame = params.get("frameId") or (params.get("frame") or {}).get("id")
-            if target is None or frame != target or params.get("disposition", "currentTab") != "currentTab":
+            target = frame if session is not None and self._sessions.get(frame) == session else None
+            if target is None or params.get("disposition", "currentTab") != "currentTab":
                 return
             with self._navigation:
                 if method in LEAVING:
