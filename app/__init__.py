@@ -8,7 +8,7 @@ def create_app(overrides=None):
 
     from werkzeug.middleware.proxy_fix import ProxyFix
 
-    from . import cli, console, errors, health, ratelimits
+    from . import cli, console, errors, health, parsing, ratelimits
     from .accounts.routes import blp as accounts_blp
     from .api import SWAGGER_UI_ASSETS, api, swagger_ui_assets
     from .dispatch.routes import blp as dispatch_blp
@@ -41,6 +41,7 @@ def create_app(overrides=None):
     app.json.sort_keys = False
 
     db.init_app(app)
+    app.before_request(parsing.refuse_nul_characters)
     app.extensions["broker"] = Broker(app)
     ratelimits.init_app(app)
     TaskWaiters.for_app(app)
@@ -71,7 +72,7 @@ def create_app(overrides=None):
 API_DESCRIPTION = (
     "Every error is `{error, message}`. Request bodies are JSON objects sent with "
     "`Content-Type: application/json` (415 otherwise); text in them must not contain NUL (U+0000) "
-    "or lone surrogates, numbers must be finite, and nesting is limited to 64 levels (400 otherwise).")
+    "(nor may a path, a query string or a form) or lone surrogates, numbers must be finite, and nesting is limited to 64 levels (400 otherwise).")
 
 
 def _engine_options(url):
