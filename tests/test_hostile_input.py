@@ -434,3 +434,76 @@ def _is_error_body(text):
     return isinstance(body, dict) and {"error", "message"} <= set(body) and all(
         isinstance(body[k], str) and body[k] for k in ("error", "message"))
 
+
+# Every pattern a schema checks a text against is matched in full: `$` also matches before a final "\n", so
+# `re.match("^name$", "name\n")` accepts the newline (a profile named "work\n" was stored and listed).
+
+def _schema_classes():
+    import marshmallow
+
+    import app as package
+
+    seen, stack = [], list(marshmallow.Schema.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.__module__.startswith(package.__name__ + ".") and cls not in seen:
+            seen.append(cls)
+    return seen
+
+
+def _patterned_fields(app):
+    """(schema class, field name, pattern) for every field a Regexp validator or a documented pattern constrains."""
+    from marshmallow import validate
+
+    found = []
+    for cls in _schema_classes():
+        for name, field in cls._declared_fields.items():
+            patterns = [v.regex.pattern for v in field.validators if isinstance(v, validate.Regexp)]
+            patterns += [field.metadata["pattern"]] if isinstance(field.metadata.get("pattern"), str) else []
+            found += [(cls, field.data_key or name, pattern) for pattern in patterns]
+    return found
+
+
+def _field_errors(cls, name, value):
+    from marshmallow import ValidationError
+
+    try:
+        cls().load({name: value}, partial=True)
+    except ValidationError as exc:
+        return exc.messages.get(name)
+    return None
+
+
+def test_every_pattern_checked_by_a_schema_refuses_a_trailing_newline(app):
+    from hypothesis import find, settings as hsettings
+    from hypothesis.errors import NoSuchExample
+
+    checked, accepted_none = [], []
+    for cls, name, pattern in _patterned_fields(app):
+        ecma = pattern.replace("\\Z", "$")  # the document's (ECMA) pattern has no \Z; Python's fullmatch is the rule
+        try:  # a value the field accepts: then the same value with a newline after it must be refused
+            value = find(st.from_regex(ecma, fullmatch=True).filter(lambda v: "\n" not in v and "\x00" not in v),
+                         lambda v: _field_errors(cls, name, v) is None, settings=hsettings(max_examples=200))
+        except NoSuchExample:
+            accepted_none.append((cls.__name__, name))
+            continue
+        checked.append((cls.__name__, name))
+        assert _field_errors(cls, name, value + "\n"), (cls.__name__, name, value)
+    assert ("ProfileOptionSchema", "name") in checked and ("CustomHeaderSchema", "key") in checked, (
+        checked, accepted_none)
+
+
+@pytest.mark.parametrize("headers", [{"x-trace\n": "1"}, {"Authorization\n": "Bearer t"}])
+def test_a_callback_header_name_ending_in_a_newline_is_refused(client, api_key, headers):
+    body = {"prompt": "answer hi", "executionMode": "cloud", "callbackUrl": "https://example.com/hook",
+            "callbackHeaders": headers}
+    assert error_of(submit(client, api_key, body), 422)["error"] == "Invalid Callback Headers"
+
+
+def test_a_profile_name_ending_in_a_newline_is_refused_and_not_stored(client, api_key):
+    body = {"prompt": "/Operator answer hi", "executionMode": "cloud_browser",
+            "profile": {"name": "work\n", "persist": True}}
+    assert error_of(submit(client, api_key, body), 400)["message"].startswith("profile: name: a profile name has")
+    listed = client.get("/fast/v2/profiles", headers={"x-api-key": api_key}).get_json()
+    assert listed == {"profiles": []}

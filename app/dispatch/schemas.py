@@ -36,8 +36,17 @@ SENT_BY_CLIENTS = frozenset({"saveScreenshots", "attachment", "sessionId", "exec
                              "userResourceCredentials", "vectorStores", "criticContext"})
 
 
+class FullMatch(validate.Regexp):
+    """`validate.Regexp` over the whole text: re.match with `$` would accept a final "\\n" ("work\\n")."""
+
+    def __call__(self, value):
+        if self.regex.fullmatch(value) is None:
+            raise ValidationError(self._format_error(value))
+        return value
+
+
 class LenientSchema(ma.Schema):
-    """Unknown fields are ignored, as the contract promises; NUL characters are refused."""
+    """Unknown fields are ignored, as the contract promises; NUL characters are refused; documented patterns hold."""
 
     class Meta:
         unknown = EXCLUDE
@@ -55,6 +64,18 @@ class LenientSchema(ma.Schema):
                         name += "." + next(k for k, v in value.items() if _has_nul(v))
                     raise ValidationError("must not contain NUL characters (\\u0000).", name)
         return data
+
+    @validates_schema
+    def _documented_patterns(self, data, **_):
+        """A field's documented `pattern` is matched in full (re.fullmatch: `$` alone accepts a final "\\n"), so
+        the document and validation agree; a field's own validator, where it has one, has said why first."""
+        errors = {}
+        for name, field in self.load_fields.items():
+            pattern, value = field.metadata.get("pattern"), data.get(name)
+            if isinstance(pattern, str) and isinstance(value, str) and re.fullmatch(pattern, value) is None:
+                errors[field.data_key or name] = ["does not have the documented form (the pattern " + pattern + ")."]
+        if errors:
+            raise ValidationError(errors)
 
 
 def _has_nul(value):
@@ -135,7 +156,7 @@ class CustomHeaderSchema(LenientSchema):
 
     @validates("key")
     def _is_header_name(self, value, **_):
-        if not HEADER_NAME.match(value):
+        if not HEADER_NAME.fullmatch(value):
             raise ValidationError(f"{value!r} is not an HTTP header name.")
         if value.lower() in RESERVED_HEADERS:
             raise ValidationError(f"the header {value!r} is set by the MCP client and cannot be sent.")
@@ -305,7 +326,7 @@ class ScriptBodySchema(LenientSchema):
 class ProfileOptionSchema(LenientSchema):
     """`profile` on submit and on creating a kept session (app/profiles)."""
 
-    name = fields.String(required=True, validate=validate.Regexp(
+    name = fields.String(required=True, validate=FullMatch(
         r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", error="a profile name has 1 to 100 characters: letters, digits, '.', "
                                                    "'_' and '-', starting with a letter or a digit."))
     persist = StrictBoolean(load_default=False, metadata={
@@ -450,7 +471,7 @@ class SubmitSchema(LenientSchema):
 
     @validates("callbackHeaders")
     def _allowed_headers(self, value, **_):
-        bad = sorted(name for name in (value or {}) if not CALLBACK_HEADER.match(name))
+        bad = sorted(name for name in (value or {}) if not CALLBACK_HEADER.fullmatch(name))
         if bad:
             raise ValidationError(
                 f"header(s) {', '.join(repr(b) for b in bad)} not allowed: only Authorization "

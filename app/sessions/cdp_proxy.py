@@ -166,7 +166,7 @@ class Proxy:
             document = await self._upstream_json("/json/version" if kind == "version" else "/json/list")
         except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             return await refuse(writer, 502, "Bad Gateway", "the browser is gone")
-        here = host if HOST_HEADER.match(host) else "%s:%s" % writer.get_extra_info("sockname")[:2]
+        here = host if HOST_HEADER.fullmatch(host) else "%s:%s" % writer.get_extra_info("sockname")[:2]
         if isinstance(document, list):  # Chromium's own targets (WebUI, extensions) are not listed
             document = [entry for entry in document if isinstance(entry, dict) and target_refusal(entry) is None]
         for entry in (document if isinstance(document, list) else [document]):
