@@ -297,3 +297,29 @@ def test_a_chunked_upload_is_cut_off_at_the_limit(app, api_key, monkeypatch):
     body = b"".join(app.wsgi_app(environ, lambda status, headers: started.append(status)))
     assert started == ["413 REQUEST ENTITY TOO LARGE"], body
     assert Endless.served < 1000 + 64 * 1024 + 64 * 1024  # the cap plus one read buffer, not the whole stream
+
+
+# One serving rule for every route that hands out a stored file's bytes: a download, never a page on our origin.
+
+PAGE = b"<html><body><script>document.title = 'ran on the API origin'</script>hello</body></html>"
+SERVED = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox",
+          "Cache-Control": "private, no-store", "Content-Disposition": "attachment; filename=page.html"}
+
+
+def test_every_file_route_serves_a_downloaded_page_as_a_download_only(app, client, tmp_path):
+    from app.cli import create_key
+    from app.files import service as files
+    from app.sessions import service as sessions
+
+    (tmp_path / "page.html").write_bytes(PAGE)
+    row, api_key = create_key("pages", "free")
+    key_id = row.id
+    (task_file,) = files.keep_downloads(key_id, str(tmp_path), ["page.html"], task_id="t-1")
+    (session_file,) = files.keep_downloads(key_id, str(tmp_path), ["page.html"], session_id="s-1")
+    token = sessions._download_signer().dumps({"s": "s-1", "k": session_file["file"]["key"]})
+    served = [client.get(f"{FILES}/{task_file['file']['key']}", headers={"x-api-key": api_key}),
+              client.get(f"/fast/v2/cloud-browser/replay/file/{token}")]  # the link needs no key
+    for response in served:
+        assert response.status_code == 200 and response.data == PAGE
+        assert response.mimetype == "text/html"
+        assert {name: response.headers.get(name) for name in SERVED} == SERVED, response.request.path

@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 from ..dispatch import schemas as dispatch_schemas
 from ..dispatch import queries, recordings, service as tasks
 from ..errors import ApiError
-from ..files import routes as file_routes, service as files
+from ..files import serving, service as files
 from ..live import service as live
 from ..ratelimits import limiter, polls_limit, requests_limit
 from ..webhooks import service as webhooks
@@ -195,7 +195,7 @@ def task_state(task_id):
 def task_file(task_id, key):
     """A file the task's browser downloaded, as GET /fast/v2/files/{key} serves it (the signed-in key's only)."""
     queries.get_task(g.api_key.id, task_id)
-    return file_routes.served(files.owned_file(g.api_key.id, key))
+    return serving.served(files.owned_file(g.api_key.id, key))
 
 
 @blp.route("/tasks/<task_id>/gif")

@@ -1,7 +1,5 @@
 """Routes of /fast/v2/files and the SDK's presigned upload."""
-import io
-
-from flask import g, request, send_file
+from flask import g, request
 from flask.views import MethodView
 from werkzeug.datastructures import CombinedMultiDict
 
@@ -11,6 +9,7 @@ from ..links import public_url
 from ..parsing import Blueprint, StrictParser
 from ..ratelimits import requests_limit
 from . import service
+from .serving import served
 from .schemas import (
     FileListQuerySchema, FileListSchema, PresignedPostSchema, PresignedUploadSchema, PresignRequestSchema,
     StoredFileSchema, UploadSchema,
@@ -35,9 +34,6 @@ blp = FilesBlueprint("files", __name__, url_prefix="/fast/v2",
 
 UNAUTHENTICATED = ("files.PresignedUpload",)
 UPLOADS = ("files.Files", "files.PresignedUpload")
-# A downloaded file is served as a download, never rendered by a browser on the API's origin.
-SERVED_FILE_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox",
-                       "Cache-Control": "private, no-store"}
 
 
 @blp.before_request
@@ -95,14 +91,6 @@ class File(MethodView):
         An upload, or a file a browser downloaded (a task's `response.files`); only with the key that owns it.
         """
         return served(service.owned_file(g.api_key.id, key))
-
-
-def served(stored):
-    """A stored file's bytes as a download: never rendered by a browser on our origin."""
-    response = send_file(io.BytesIO(stored.data or b""), mimetype=stored.content_type, as_attachment=True,
-                         download_name=stored.filename, etag=False, max_age=None)
-    response.headers.update(SERVED_FILE_HEADERS)
-    return response
 
 
 @blp.route("/remote-dispatch/generate-file-upload-presigned-post")

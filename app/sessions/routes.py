@@ -1,9 +1,10 @@
 """Routes of /fast/v2/cloud-browser (kept browser sessions) and /fast/v2/sdk/config."""
-from flask import Response, g, render_template_string, request, send_file
+from flask import Response, g, render_template_string, request
 from flask.views import MethodView
 
 from ..auth import require_api_key
 from ..errors import ApiError
+from ..files.serving import served
 from ..links import public_url
 from ..parsing import Blueprint
 from ..ratelimits import plan_allows, requests_limit
@@ -172,8 +173,7 @@ class DownloadedFile(MethodView):
     @blp.doc(security=[])
     def get(self, token):
         """Download a session's file with a link"""
-        path, name = service.downloaded_file(token)
-        return send_file(path, as_attachment=True, download_name=name)
+        return served(service.downloaded_file(token))
 
 
 @blp.route("/sdk/config")

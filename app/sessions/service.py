@@ -1,6 +1,5 @@
 """Cloud browser sessions: create, look up, use from tasks, stop, expire; these functions own the transaction."""
 import logging
-import io
 import json
 import secrets
 import shutil
@@ -553,8 +552,7 @@ def download_token(api_key_id, session_id, key):
 
 
 def downloaded_file(token):
-    """(readable data, filename) for a token from download_token; 403 if wrong or expired, 404 if the file is
-    gone."""
+    """The StoredFile a token from download_token names; 403 if wrong or expired, 404 if the file is gone."""
     try:
         claims = _download_signer().loads(token, max_age=DOWNLOAD_URL_TTL)
     except SignatureExpired:
@@ -565,7 +563,7 @@ def downloaded_file(token):
     db.session.commit()
     if stored is None or stored.session_id != claims["s"] or stored.data is None:
         raise ApiError(404, "File Not Found", "The file is no longer available.")
-    return io.BytesIO(stored.data), stored.filename
+    return stored
 
 
 # CDP access (CloudBrowserEnvironment): a credential for one session, checked by the session's proxy.
