@@ -21,7 +21,7 @@ from tests.test_hostile_cdp import RawCdp, refused
 from tests.test_live import (  # noqa: F401 (module fixtures)
     BROWSER, BUTTON, FIELD, Viewer, chromium, live_url, model, pages, running, stack, waits)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 CTRL, ALT = 2, 1
 CTRL_T = {"type": "key", "event": "down", "key": "t", "code": "KeyT", "keyCode": 84, "modifiers": CTRL}
 CTRL_W = {"type": "key", "event": "down", "key": "w", "code": "KeyW", "keyCode": 87, "modifiers": CTRL}
