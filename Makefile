@@ -66,9 +66,19 @@ run: $(STAMP) browser-or-warn rrweb-or-warn $(RUN_NEEDS)
 	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} \
 	  web worker webhooks beat $(RUN_MODEL)
 
-## The whole suite against real Postgres and RabbitMQ (started here if they are down).
+## The whole suite against real Postgres and RabbitMQ (started here if they are down), in two phases
+## (docs/testing.md): TEST_WORKERS xdist workers, each with its own database, vhost and VAR_DIR (tests/conftest.py),
+## a test file to a worker so its module fixtures start once; then the tests marked `alone` (or `disruptive`), by
+## themselves. Both phases always run; `make test` fails when either fails, and prints its wall time.
+TEST_WORKERS ?= 4
 test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser extension sdk grid-jar rrweb
-	SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest $(PYTEST_ARGS)
+	@start=$$(date +%s); \
+	TEST_PHASE=parallel SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile \
+	  $(PYTEST_ARGS); parallel=$$?; \
+	TEST_PHASE=alone SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest $(PYTEST_ARGS); alone=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s wall; parallel phase exit $$parallel, alone phase exit $$alone"; \
+	for rc in $$parallel $$alone; do [ $$rc = 0 ] || [ $$rc = 5 ] || exit $$rc; done; \
+	[ $$parallel = 0 ] || [ $$alone = 0 ] || { echo "make test: no test selected"; exit 5; }
 
 services:
 	bash tests/ensure_services.sh

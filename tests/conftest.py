@@ -1,5 +1,6 @@
 """Fixtures: a migrated Postgres test database, the RabbitMQ test vhost, API keys, workers."""
 import os
+import subprocess
 import tempfile
 import time
 
@@ -8,6 +9,16 @@ from cryptography.fernet import Fernet
 from flask.testing import FlaskClient
 
 from tests.processes import ROOT, WorkerProcess  # noqa: F401 (re-exported for tests)
+
+# Under pytest-xdist each worker (gw0, gw1, ...) has a database, a vhost, a VAR_DIR and a rate-limit prefix of its
+# own, so no test sees another worker's tasks, queues, files or counts. xdist sets PYTEST_XDIST_WORKER in the
+# worker's process before this file is imported; the worker creates its database and vhost here, once.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ["TEST_DB"] = os.environ.get("TEST_DB", "remote_dispatch_test") + "_" + XDIST_WORKER
+    os.environ["TEST_VHOST"] = os.environ.get("TEST_VHOST", "rd_test") + "_" + XDIST_WORKER
+    if "TEST_DATABASE_URL" not in os.environ and "TEST_BROKER_URL" not in os.environ:
+        subprocess.run(["bash", str(ROOT / "tests" / "ensure_services.sh")], check=True, stdout=subprocess.DEVNULL)
 
 TEST_DATABASE_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/" + os.environ.get("TEST_DB", "remote_dispatch_test"))
@@ -31,6 +42,21 @@ os.environ.update({
     "RATELIMIT_STORAGE_URI": os.environ.get("TEST_RATELIMIT_STORAGE_URI", "redis://127.0.0.1:6379/0"),
     "RATELIMIT_KEY_PREFIX": "rd-" + os.environ.get("TEST_DB", "remote_dispatch_test"),
 })
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the suite in two phases (TEST_PHASE): `parallel`, under xdist, every test but those marked
+    `alone` (or `disruptive`); then `alone`, those only, in one process with nothing else of the run beside them."""
+    phase = os.environ.get("TEST_PHASE")
+    if phase not in ("parallel", "alone"):
+        return
+    keep, drop = [], []
+    for item in items:
+        alone = item.get_closest_marker("alone") or item.get_closest_marker("disruptive")
+        (keep if bool(alone) == (phase == "alone") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

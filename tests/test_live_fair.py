@@ -19,9 +19,9 @@ from app.models import ApiKey
 from tests.conftest import make_key, poll, submit, wait_for_status, wait_until
 from tests.test_hostile_cdp import RawCdp, refused
 from tests.test_live import (  # noqa: F401 (module fixtures)
-    BROWSER, BUTTON, FIELD, Viewer, chromium, live_url, model, pages, running, stack, waits)
+    BROWSER, BUTTON, FIELD, Viewer, chromium, frame_image, live_url, model, pages, running, stack, waits)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 CTRL, ALT = 2, 1
 CTRL_T = {"type": "key", "event": "down", "key": "t", "code": "KeyT", "keyCode": 84, "modifiers": CTRL}
 CTRL_W = {"type": "key", "event": "down", "key": "w", "code": "KeyW", "keyCode": 87, "modifiers": CTRL}
@@ -216,6 +216,41 @@ def test_browser_shortcuts_and_the_last_tab_are_out_of_reach(client, pages, stac
         assert "error" not in cdp.send("Target.closeTarget", {"targetId": second})
     finally:
         viewer.close()
+        cdp.close()
+        client.post("/fast/v2/cloud-browser/stop-cloud-browser-session", json={"session_id": session},
+                    headers={"x-api-key": key})
+
+
+def test_a_viewer_of_a_page_that_stopped_painting_gets_its_picture(client, pages, stack):
+    """Chromium's screencast sends a frame at the page's next repaint: a viewer opened on a page that has finished
+    painting (a kept session's tab, left as it is) still gets the page's picture, and can act on it."""
+    key = make_key("still", plan="pro")
+    created = requests.post(stack.base + "/fast/v2/cloud-browser/create-cloud-browser-session", json={},
+                            headers={"x-api-key": key}, timeout=120).json()
+    session = created["session_id"]
+    cdp = RawCdp(created["cdp_websocket_url"], created["cdp_auth_headers"])
+    viewer = None
+    try:
+        tab = [t for t in cdp.send("Target.getTargets")["result"]["targetInfos"] if t["type"] == "page"][0]
+        page = cdp.send("Target.attachToTarget", {"targetId": tab["targetId"], "flatten": True})["result"]["sessionId"]
+        cdp.send("Page.navigate", {"url": pages.url("/form")}, session=page)
+        # Loaded, and two animation frames later painted: nothing on the form moves after this.
+        painted = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(document.readyState))))"
+        wait_until(lambda: cdp.send("Runtime.evaluate", {"expression": painted, "awaitPromise": True,
+                                                         "returnByValue": True}, session=page)
+                   .get("result", {}).get("result", {}).get("value") == "complete", what="the form painted")
+        viewer = Viewer(live_url(stack, key, f"cloud-browser/sessions/{session}", "control").json()["liveUrl"])
+        wait_until(lambda: viewer.of("frame") and viewer.control() == "idle", what="the still page's picture")
+        frame = viewer.of("frame")[0]
+        assert frame["width"] > 0 and frame["height"] > 0 and frame_image(frame).size[0] > 0
+        viewer.click(FIELD)
+        viewer.send({"type": "text", "text": "lee"})
+        viewer.click(BUTTON)
+        wait_until(lambda: "Thanks lee" in str(cdp.send("Runtime.evaluate", {
+            "expression": "document.body.innerText", "returnByValue": True}, session=page)), what="the typed text")
+    finally:
+        if viewer is not None:
+            viewer.close()
         cdp.close()
         client.post("/fast/v2/cloud-browser/stop-cloud-browser-session", json={"session_id": session},
                     headers={"x-api-key": key})

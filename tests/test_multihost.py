@@ -26,7 +26,7 @@ from tests.multihost import Deployment, cmdline
 from tests.sdk_support import require_sdk, run_sdk
 from tests.test_live import BUTTON, FIELD, FORM, Viewer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 LAYOUT = {"web1": ["web"], "web2": ["web"], "worker1": ["worker"], "ops": ["webhooks", "beat"]}
 SETTINGS = {
     "SWEEP_INTERVAL_SECONDS": "1",

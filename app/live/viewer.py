@@ -21,6 +21,12 @@ MOUSE = {"down": "mousePressed", "up": "mouseReleased", "move": "mouseMoved"}
 KEY_TEXT = {"Enter": "\r", "Tab": "\t"}
 SCREENCAST = {"format": "jpeg", "quality": 70, "everyNthFrame": 1}
 MAX_FPS = 25  # enough to follow a person's hand; more costs the browser's CPU (a watched task's steps slow down)
+# Chromium's screencast sends a tab's first frame at its next repaint, not when the screencast starts: a viewer that
+# attaches to a page that has finished painting (a kept session's tab, a page waiting for its person; on a busy
+# machine any page may be done before the viewer attaches) would see nothing until something on it moves. When no
+# frame came this long after attaching, a screenshot of the tab is sent as the first frame (and tried again each
+# STILL_PICTURE_SECONDS while none comes).
+STILL_PICTURE_SECONDS = 1.0
 
 
 class Viewer:
@@ -40,6 +46,7 @@ class Viewer:
         self.view, self.shown = {}, None
         self.refusals = 0
         self.frames, self.acked = 0, 0.0
+        self.frames_before, self.still_due = 0, None  # (_still_picture)
 
     def run(self):
         try:
@@ -74,6 +81,8 @@ class Viewer:
             self.ws.close(reason=view.get("code", 1000), message=view["why"])
             return False
         problem = self._follow(view)
+        if problem is None:
+            self._still_picture()
         shown = {"type": "state", "mode": self.found["m"], "url": self.page_url or view.get("url"),
                  "step": view.get("step"),
                  "control": self._control(), "waiting": view.get("waiting"), "problem": problem}
@@ -133,7 +142,31 @@ class Viewer:
         self.session = None
         session = self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.target, self.session, self.page_url = target, session, None
+        self.frames_before, self.still_due = self.frames, time.monotonic() + STILL_PICTURE_SECONDS
         self.cdp.send("Page.startScreencast", SCREENCAST, session=session)
+
+    def _still_picture(self):
+        """The attached tab's screenshot as its first frame when the screencast sent none (STILL_PICTURE_SECONDS)."""
+        if self.still_due is None or time.monotonic() < self.still_due or self.session is None:
+            return
+        if self.frames > self.frames_before:  # the screencast's own frames came
+            self.still_due = None
+            return
+        session = self.session
+        self.still_due = time.monotonic() + STILL_PICTURE_SECONDS
+        try:
+            shot = self.cdp.call("Page.captureScreenshot", {"format": SCREENCAST["format"],
+                                                            "quality": SCREENCAST["quality"]}, session=session)
+            viewport = self.cdp.call("Page.getLayoutMetrics", session=session)["cssVisualViewport"]
+        except (CdpUnavailable, KeyError):
+            return  # tried again at the next refresh after still_due
+        if session != self.session or self.frames > self.frames_before:
+            return  # another tab by now, or the screencast's frame came meanwhile
+        self.still_due = None
+        self.size = (viewport["clientWidth"], viewport["clientHeight"])
+        self._send({"type": "frame", "data": shot.get("data", ""), "width": self.size[0], "height": self.size[1],
+                    "timestamp": time.time()})
+        self.frames += 1
 
     def _event(self, method, params, session):
         """The CDP reader thread: a frame of the watched page goes to the viewer, then is acknowledged, no sooner
