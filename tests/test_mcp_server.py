@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import requests
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -50,7 +50,8 @@ def service(app):
         for name in ("a", "b"):
             var = Path(os.environ["VAR_DIR"]) / f"mcp-web-{name}"
             var.mkdir(exist_ok=True)
-            started.append(WebProcess(env={"VAR_DIR": str(var)}))
+            started.append(WebProcess(env={"VAR_DIR": str(var), "RATE_LIMIT_PLANS": json.dumps(
+                {"tiny": {"requests": "3/minute", "polls": "600/minute"}})}))
         started.append(WorkerProcess(name="mcp-server"))
         yield started
     finally:
@@ -131,7 +132,17 @@ def test_tools_listed_over_http_and_stdio(service, app):
         async with transport(web, key) as session:
             return (await session.list_tools()).tools
 
-    for tools in (run(listed(over_printed_http, service[0])), run(listed(over_stdio, service[1]))):
+    entry = printed_config("stdio", service[0], key)
+
+    async def listed_by_client():
+        """The package's high-level Client, which probes the 2026 era's server/discover first, then falls back."""
+        params = StdioServerParameters(command=entry["command"], args=entry["args"],
+                                       env={**entry["env"], "PYTHONPATH": str(ROOT)})
+        async with Client(params) as client:
+            return (await client.list_tools()).tools
+
+    for tools in (run(listed(over_printed_http, service[0])), run(listed(over_stdio, service[1])),
+                  run(listed_by_client())):
         assert {tool.name for tool in tools} == TOOLS
         by_name = {tool.name: tool for tool in tools}
         for tool in tools:
@@ -283,3 +294,19 @@ def test_bad_arguments_and_keys(service, app):
         refused = requests.post(service[0].base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                 headers=headers, timeout=10)
         assert refused.status_code == 401 and refused.json()["error"] == "Unauthorized", refused.text
+
+
+def test_the_keys_rate_limit_counts_mcp_and_rest_calls_together(service, app):
+    key = make_key("heidi", plan="tiny")  # 3 requests a minute
+    for _ in range(2):
+        assert requests.get(service[1].base + "/fast/v2/remote-dispatch/responses", headers={"x-api-key": key},
+                            timeout=10).status_code == 200
+
+    async def scenario():
+        async with over_http(service[0], key) as session:
+            return [await call(session, "list_tasks", {}) for _ in range(2)]
+
+    third, fourth = run(scenario())
+    assert not third.is_error, third
+    assert fourth.is_error and body_of(fourth)["error"] == "Too Many Requests", fourth
+    assert "'tiny' plan" in body_of(fourth)["message"] and body_of(fourth)["retryAfterSeconds"]

@@ -1,5 +1,6 @@
 """How the MCP tools reach the REST API: in this web process (the WSGI app called with the caller's key), or over
 HTTP from `remote-dispatch mcp` (any instance, the key from the environment)."""
+import contextlib
 import contextvars
 import json
 from dataclasses import dataclass, field
@@ -49,6 +50,20 @@ class InProcess:
     def __init__(self, app, api_key, remote_addr="127.0.0.1"):
         self.app, self.api_key, self.remote_addr = app, api_key, remote_addr
 
+    @contextlib.contextmanager
+    def waiting(self):
+        """A place among this process's waiting requests (those of `wait: true` too), or a 503 tool error: a tool
+        that waits holds a gunicorn thread as they do."""
+        from ..errors import ApiError
+
+        try:
+            with self.app.extensions["task_waiters"].slot():
+                yield
+        except ApiError as exc:
+            if exc.status != 503:
+                raise
+            raise ToolError(exc.error, exc.message, status=503, retryAfterSeconds=exc.headers.get("Retry-After"))
+
     def call(self, method, path, body=None, query=None):
         environ = EnvironBuilder(path=path, method=method, json=body, query_string=query,
                                  headers={"x-api-key": self.api_key},
@@ -72,6 +87,9 @@ class OverHttp:
         self.http = requests.Session()
         self.http.headers.update({"x-api-key": api_key, "User-Agent": "remote-dispatch-mcp"})
         self.timeout = timeout  # above the service's own wait limits: it answers first
+
+    def waiting(self):
+        return contextlib.nullcontext()  # the wait is this process's; the service sees polls
 
     def call(self, method, path, body=None, query=None):
         try:

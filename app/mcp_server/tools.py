@@ -1,6 +1,7 @@
 """The MCP tools: each a JSON Schema, a description a model can act on, and calls of the REST API (rest.py) with the
 caller's key. Nothing here decides what a key may do: the REST API does, as for any other client."""
 import base64
+import contextlib
 import json
 import time
 import uuid
@@ -189,22 +190,28 @@ class Tools:
     def _run_task(self, args, progress):
         wait = args.pop("waitSeconds", DEFAULT_WAIT_SECONDS)
         args.setdefault("executionMode", "cloud")
-        return self._submitted(self.rest.call("POST", TASKS, args).checked().json(), wait, progress)
+        return self._submit_and_wait(args, wait, progress)
 
     def _replay_script(self, args, progress):
         wait = args.pop("waitSeconds", DEFAULT_WAIT_SECONDS)
         args.setdefault("executionMode", "cloud_browser")
-        return self._submitted(self.rest.call("POST", TASKS, args).checked().json(), wait, progress)
+        return self._submit_and_wait(args, wait, progress)
 
-    def _submitted(self, accepted, wait, progress):
-        return _json_result(self._wait(accepted["requestId"], wait, progress))
+    def _submit_and_wait(self, body, wait, progress):
+        with self._waiting(wait):  # taken before the submit, as wait: true does: refused, nothing was submitted
+            request_id = self.rest.call("POST", TASKS, body).checked().json()["requestId"]
+            return _json_result(self._waited(request_id, wait, progress))
 
     def _get_task(self, args, progress):
-        return _json_result(self._wait(args["requestId"], args.get("waitSeconds", 0), progress))
+        wait = args.get("waitSeconds", 0)
+        with self._waiting(wait):
+            return _json_result(self._waited(args["requestId"], wait, progress))
 
     def _answer_task(self, args, progress):
-        self.rest.call("POST", f"{TASKS}/responses/{args['requestId']}/input", {"answer": args["answer"]}).checked()
-        return _json_result(self._wait(args["requestId"], args.get("waitSeconds", DEFAULT_WAIT_SECONDS), progress))
+        wait = args.get("waitSeconds", DEFAULT_WAIT_SECONDS)
+        with self._waiting(wait):
+            self.rest.call("POST", f"{TASKS}/responses/{args['requestId']}/input", {"answer": args["answer"]}).checked()
+            return _json_result(self._waited(args["requestId"], wait, progress))
 
     def _cancel_task(self, args, _):
         return _json_result(self.rest.call("POST", f"{TASKS}/responses/{args['requestId']}/cancel").checked().json())
@@ -212,8 +219,20 @@ class Tools:
     def _list_tasks(self, args, _):
         return _json_result(self.rest.call("GET", f"{TASKS}/responses", query=args).checked().json())
 
-    def _wait(self, request_id, seconds, progress):
+    def _waiting(self, seconds):
+        return self.rest.waiting() if seconds > 0 else contextlib.nullcontext()
+
+    def _waited(self, request_id, seconds, progress):
         """The task once it is over or asks a question, or as it is after `seconds`; each new step reported."""
+        task = self._polled(request_id, seconds, progress)
+        if task["status"] == "pending":
+            task["note"] = (f"Still running after {seconds:g} s: call get_task with requestId "
+                            f"{request_id!r} and waitSeconds to wait more, or cancel_task to stop it.")
+        elif task["status"] == "input-required":
+            task["note"] = "The task asks a question (response.output): answer it with answer_task."
+        return task
+
+    def _polled(self, request_id, seconds, progress):
         deadline = time.monotonic() + seconds
         reported = 0
         while True:
@@ -224,14 +243,8 @@ class Tools:
                 reported += 1
                 progress(reported, _step_line(step))
             if task["status"] != "pending" or time.monotonic() >= deadline:
-                break
+                return task
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-        if task["status"] == "pending":
-            task["note"] = (f"Still running after {seconds:g} s: call get_task with requestId "
-                            f"{request_id!r} and waitSeconds to wait more, or cancel_task to stop it.")
-        elif task["status"] == "input-required":
-            task["note"] = "The task asks a question (response.output): answer it with answer_task."
-        return task
 
     # Kept sessions
     def _session_create(self, args, _):
