@@ -1,5 +1,5 @@
 """The `remote-dispatch` command (setup.cfg console_scripts): `keys create/list/revoke`,
-`dev-key`, `db upgrade`, `openapi write`, `docs api`. It is Flask's CLI bound to `create_app`, so
+`dev-key`, `db upgrade`, `openapi write`, `docs api`, `mcp`. It is Flask's CLI bound to `create_app`, so
 it needs no FLASK_APP and no `flask` on PATH."""
 import json
 import os
@@ -170,6 +170,33 @@ def flower(flower_args):
     os.execv(sys.executable, argv + list(flower_args))
 
 
+@click.command("mcp")
+@click.option("--print-config", "print_config", type=click.Choice(["stdio", "http"]), default=None,
+              help="Print an mcpServers entry for an LLM client's configuration file (stdio: this command; http: the "
+                   "service's /mcp URL) with this command's path, the URL and the key filled in, and exit.")
+def mcp_stdio(print_config):
+    """Serve the MCP tools over stdio (for Claude Desktop, Cursor, ...): every call goes to the REST API of
+    REMOTE_DISPATCH_URL (default http://127.0.0.1:8000) with the key in REMOTE_DISPATCH_API_KEY. See docs/mcp-server.md.
+    """
+    import sys
+
+    from .mcp_server import stdio
+
+    url = os.environ.get("REMOTE_DISPATCH_URL", "").strip() or "http://127.0.0.1:8000"
+    key = os.environ.get("REMOTE_DISPATCH_API_KEY", "").strip()
+    if not key:
+        raise click.ClickException("Set REMOTE_DISPATCH_API_KEY to your API key (and REMOTE_DISPATCH_URL to the "
+                                   "service's address, default http://127.0.0.1:8000).")
+    if print_config == "stdio":
+        entry = {"command": os.path.abspath(sys.argv[0]), "args": ["mcp"],
+                 "env": {"REMOTE_DISPATCH_URL": url, "REMOTE_DISPATCH_API_KEY": key}}
+    elif print_config == "http":
+        entry = {"url": url.rstrip("/") + "/mcp", "headers": {"x-api-key": key}}
+    else:
+        return stdio.serve(url, key)
+    click.echo(json.dumps({"mcpServers": {"remote-dispatch": entry}}, indent=2))
+
+
 def with_migrations(app):
     """Bind Flask-Migrate (Alembic, the `db` commands) to `app`, which returns. Only this CLI and the code that
     builds a schema (tests, benchmarks) need it: the web and worker processes do not import it, which keeps
@@ -183,7 +210,12 @@ def with_migrations(app):
 
 def main():
     """Entry point of the `remote-dispatch` console script."""
+    import sys
+
     from flask.cli import FlaskGroup
+
+    if sys.argv[1:2] == ["mcp"]:  # a client of the REST API: no app, no database, no var/ where it is launched
+        return mcp_stdio.main(sys.argv[2:], prog_name="remote-dispatch mcp")
 
     from . import create_app
 
@@ -197,4 +229,5 @@ def register(app):
     app.cli.add_command(openapi)
     app.cli.add_command(dev_key)
     app.cli.add_command(flower)
+    app.cli.add_command(mcp_stdio)
 
