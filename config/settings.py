@@ -208,6 +208,9 @@ def load():
         # still being written. 50 MB a task: five files at the upload limit, a few MB of Postgres rows at most.
         "DOWNLOAD_MAX_FILE_BYTES": _env("DOWNLOAD_MAX_FILE_BYTES", 10 * 1024 * 1024, int),
         "DOWNLOAD_MAX_TASK_BYTES": _env("DOWNLOAD_MAX_TASK_BYTES", 50 * 1024 * 1024, int),
+        # A kept session's downloads over its whole life (its tasks' and its CDP callers'): their total and count.
+        "DOWNLOAD_MAX_SESSION_BYTES": _env("DOWNLOAD_MAX_SESSION_BYTES", 50 * 1024 * 1024, int),
+        "DOWNLOAD_MAX_SESSION_FILES": _env("DOWNLOAD_MAX_SESSION_FILES", 100, int),
         "DOWNLOAD_WAIT_SECONDS": _env("DOWNLOAD_WAIT_SECONDS", 10, float),
         # MCP tool servers: connecting and each tool call; tool results kept in the trace.
         "MCP_TIMEOUT_SECONDS": _env("MCP_TIMEOUT_SECONDS", 30, float),

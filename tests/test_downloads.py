@@ -225,3 +225,43 @@ def test_the_console_task_page_lists_the_task_s_files_and_serves_them_to_their_k
     assert served.status_code == 200 and served.data == SALES and served.mimetype == "text/csv"
     assert served.headers["Content-Disposition"] == "attachment; filename=sales.csv"
     assert client.get(f"/console/tasks/{task_id}/files/{theirs['key']}").status_code == 404
+
+
+def test_a_kept_session_s_downloads_have_a_total_and_a_count_cap(app, api_key):
+    """A session's downloads are stored by its holder every second, over its whole life: the total and the count of
+    its files are capped as a task's total is (DOWNLOAD_MAX_SESSION_BYTES, DOWNLOAD_MAX_SESSION_FILES)."""
+    from app.models import ApiKey, StoredFile
+    from app.sessions import browsers, service as sessions
+
+    key_id = db.session.query(ApiKey.id).filter(ApiKey.name == "alice").scalar()
+    session_id = "cbs_capped"
+    folder = browsers.downloads_dir(app.config, session_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    caps = {"DOWNLOAD_MAX_FILE_BYTES": 1000, "DOWNLOAD_MAX_TASK_BYTES": 1500,
+            "DOWNLOAD_MAX_SESSION_BYTES": 2500, "DOWNLOAD_MAX_SESSION_FILES": 4}
+    saved = {name: app.config[name] for name in caps if name in app.config}
+    app.config.update(caps)
+    try:
+        kept = []
+        # Each round is what the holder finds in one second: a 900-byte file, never over a file's or a task's cap.
+        for round_ in range(4):
+            (folder / f"r{round_}.csv").write_bytes(b"x" * 900)
+            kept += sessions.keep_downloads(key_id, session_id)
+        # Then small files: the count stops them once the session holds four.
+        for round_ in range(4):
+            (folder / f"s{round_}.csv").write_bytes(b"s" * 10)
+            kept += sessions.keep_downloads(key_id, session_id)
+    finally:
+        app.config.update(saved)
+        for name in caps:
+            if name not in saved:
+                app.config.pop(name)
+    stored = db.session.query(StoredFile.filename, StoredFile.size).filter(StoredFile.session_id == session_id
+                                                                           ).order_by(StoredFile.filename).all()
+    assert stored == [("r0.csv", 900), ("r1.csv", 900), ("s0.csv", 10), ("s1.csv", 10)]
+    reasons = {item["name"]: item.get("leftOut") for item in kept}
+    assert reasons["r2.csv"] == ("900 bytes, which would take this session's downloads past 2500 bytes "
+                                 "(DOWNLOAD_MAX_SESSION_BYTES)")
+    assert reasons["s2.csv"] == "this session already has 4 downloaded files (DOWNLOAD_MAX_SESSION_FILES)"
+    # What was left out is gone from the machine's disk too.
+    assert sorted(os.listdir(browsers.files_dir(app.config, session_id))) == ["r0.csv", "r1.csv", "s0.csv", "s1.csv"]

@@ -116,9 +116,13 @@ def download_caps():
 
 def keep_downloads(api_key_id, folder, names, task_id=None, session_id=None):
     """Store the downloaded files `names` of `folder` as files of the key; returns, per name, {"name", "file"}
-    (its view) or {"name", "leftOut"} (why not: over a cap, or not a regular file)."""
+    (its view) or {"name", "leftOut"} (why not: over a cap, or not a regular file). A file left out is removed: it
+    is never served, and would only take the machine's disk."""
     (file_cap, file_setting), task_cap = download_caps()
-    used = task_bytes(task_id) if task_id else 0
+    config = current_app.config
+    session_cap, session_count = config["DOWNLOAD_MAX_SESSION_BYTES"], config["DOWNLOAD_MAX_SESSION_FILES"]
+    used = _stored(StoredFile.task_id == task_id)[1] if task_id else 0
+    session_files, session_used = _stored(StoredFile.session_id == session_id) if session_id else (0, 0)
     kept = []
     for name in names:
         path = os.path.join(folder, name)
@@ -130,13 +134,18 @@ def keep_downloads(api_key_id, folder, names, task_id=None, session_id=None):
             info = os.fstat(source.fileno())
             size = info.st_size
             if not stat.S_ISREG(info.st_mode):
-                kept.append({"name": name, "leftOut": "not a regular file"})
+                left_out = "not a regular file"
             elif size > file_cap:
-                kept.append({"name": name, "leftOut": f"{size} bytes, over the limit of {file_cap} bytes for one "
-                                                      f"downloaded file ({file_setting})"})
+                left_out = f"{size} bytes, over the limit of {file_cap} bytes for one downloaded file ({file_setting})"
             elif task_id and used + size > task_cap:
-                kept.append({"name": name, "leftOut": f"{size} bytes, which would take this task's downloads "
-                                                      f"past {task_cap} bytes (DOWNLOAD_MAX_TASK_BYTES)"})
+                left_out = (f"{size} bytes, which would take this task's downloads past {task_cap} bytes "
+                            "(DOWNLOAD_MAX_TASK_BYTES)")
+            elif session_id and session_files >= session_count:
+                left_out = (f"this session already has {session_files} downloaded files "
+                            "(DOWNLOAD_MAX_SESSION_FILES)")
+            elif session_id and session_used + size > session_cap:
+                left_out = (f"{size} bytes, which would take this session's downloads past {session_cap} bytes "
+                            "(DOWNLOAD_MAX_SESSION_BYTES)")
             else:
                 data = source.read(file_cap + 1)[:file_cap]
                 filename = _clean_name(name)
@@ -145,14 +154,23 @@ def keep_downloads(api_key_id, folder, names, task_id=None, session_id=None):
                                     task_id=task_id, session_id=session_id)
                 db.session.add(stored)
                 used += len(data)
+                session_used += len(data)
+                session_files += 1
                 kept.append({"name": name, "file": view(stored)})
+                continue
+        kept.append({"name": name, "leftOut": left_out})
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
     db.session.commit()
     return kept
 
 
-def task_bytes(task_id):
-    return db.session.execute(select(func.coalesce(func.sum(StoredFile.size), 0))
-                              .where(StoredFile.task_id == task_id)).scalar_one()
+def _stored(where):
+    """(how many, how many bytes) of the files `where` selects."""
+    return tuple(db.session.execute(select(func.count(), func.coalesce(func.sum(StoredFile.size), 0))
+                                    .where(where)).one())
 
 
 def task_files(task_id):

@@ -5,9 +5,16 @@
 // {"$rd:t": kind, ...}, which restore.js turns back. A record holding what cannot be carried at all (a CryptoKey, a
 // file-system handle, a cycle) is left out and counted in its store's `skipped`. A failure rejects the whole read: the
 // caller then keeps what the profile had for the origin rather than saving a partial copy.
-(async function () {
+// `limit` (bytes, or null): past it nothing is returned but {tooLarge: bytes}, so what crosses CDP stays under the
+// profile's cap: refused before reading when the origin's IndexedDB usage on disk is already over it, else the
+// read stops at the record that passes it (each record counted as JSON as it is read).
+(async function (limit) {
   if (!/^https?:$/.test(location.protocol) || !self.indexedDB || !indexedDB.databases) return [];
-  var TAG = '$rd:t', blobs = [];
+  var TAG = '$rd:t', blobs = [], used = 0, over = false;
+  if (limit != null && navigator.storage && navigator.storage.estimate) {
+    var usage = ((await navigator.storage.estimate()).usageDetails || {}).indexedDB || 0;
+    if (usage > limit) return {tooLarge: usage};
+  }
 
   function base64(buffer) {
     var text = '', bytes = new Uint8Array(buffer);
@@ -37,6 +44,7 @@
       return tagged(kind, {v: base64(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength))});
     }
     if (kind === 'Blob' || kind === 'File') {
+      used += Math.ceil(value.size / 3) * 4;  // its base64, counted before its bytes are read
       var blob = tagged(kind, {type: value.type, v: ''});
       if (kind === 'File') Object.assign(blob, {name: value.name, lastModified: value.lastModified});
       blobs.push(value.arrayBuffer().then(function (buffer) { blob.v = base64(buffer); }));
@@ -70,7 +78,12 @@
     cursor.onsuccess = function () {
       var at = cursor.result;
       if (!at) return;
-      try { store.records.push([encode(at.primaryKey, []), encode(at.value, [])]); } catch (e) { store.skipped++; }
+      try {
+        var record = [encode(at.primaryKey, []), encode(at.value, [])];
+        used += JSON.stringify(record).length;
+        store.records.push(record);
+      } catch (e) { store.skipped++; }
+      if (limit != null && used > limit) { over = true; transaction.abort(); return; }
       at.continue();
     };
     return store;
@@ -97,7 +110,13 @@
   }
 
   var databases = [];
-  for (var info of await indexedDB.databases()) databases.push(await readDatabase(info.name));
+  try {
+    for (var info of await indexedDB.databases()) databases.push(await readDatabase(info.name));
+  } catch (e) {
+    if (over) return {tooLarge: used};
+    throw e;
+  }
+  if (limit != null && used > limit) return {tooLarge: used};
   await Promise.all(blobs);
   return databases;
-})()
+})

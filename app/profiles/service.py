@@ -60,7 +60,8 @@ def load(api_key_id, name):
 def save(api_key_id, name, holder, state):
     """Replace the profile's state with `state` if `holder` is still its writer, and let go of it; returns what the
     trace says. Over PROFILE_MAX_BYTES nothing is saved (the profile keeps its earlier state)."""
-    size, most = profile_state.size(state), current_app.config["PROFILE_MAX_BYTES"]
+    most, refused = current_app.config["PROFILE_MAX_BYTES"], state.get("tooLarge")
+    size = most + 1 if refused else profile_state.size(state)
     values = {"writer": None, "last_used_at": now()}
     if size <= most:
         values.update(state_sealed=seal(state), size_bytes=size, updated_at=now())
@@ -70,6 +71,10 @@ def save(api_key_id, name, holder, state):
     db.session.commit()
     if not saved:
         return f"profile '{name}' not saved: it was deleted while in use"
+    if refused:
+        return (f"profile '{name}' not saved: its state is over PROFILE_MAX_BYTES ({most}): the IndexedDB of "
+                f"{refused['origin']} passed it ({refused['bytes']} bytes) and was not read further; it keeps its "
+                "earlier state")
     if size > most:
         return (f"profile '{name}' not saved: its state is {size} bytes, over PROFILE_MAX_BYTES ({most}); "
                 "it keeps its earlier state")

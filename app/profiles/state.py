@@ -21,19 +21,33 @@ function read(name) {
 return {url: location.href, origin: location.origin, local: read('localStorage'), session: read('sessionStorage')};"""
 
 
-def read_indexed_db(cdp):
+def read_indexed_db(cdp, limit=None):
     """The IndexedDB databases of the current tab's origin (READ_INDEXED_DB), or None if they could not be read (the
-    profile then keeps what it had for that origin)."""
-    reply = cdp("Runtime.evaluate", {"expression": READ_INDEXED_DB, "awaitPromise": True, "returnByValue": True})
+    profile then keeps what it had for that origin). Past `limit` bytes, {"tooLarge": bytes} instead: the page stops
+    reading there (or does not start, by the origin's usage), and none of it crosses to this process."""
+    expression = f"{READ_INDEXED_DB}({json.dumps(limit)})"
+    reply = cdp("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True})
     if "exceptionDetails" in reply:
         return None
     return (reply.get("result") or {}).get("value") or []
 
 
+def too_large(found):
+    return isinstance(found, dict) and "tooLarge" in found
+
+
 def capture(cookies, tabs, earlier=None):
     """The state to save: the browser's cookies, and the localStorage (READ_STORAGE) and IndexedDB databases
     (read_indexed_db: a tab's "indexedDB") each open tab read for its origin; an origin no tab shows, and the IndexedDB
-    of an origin whose databases could not be read, keep what the profile had (`earlier`)."""
+    of an origin whose databases could not be read, keep what the profile had (`earlier`). An origin whose IndexedDB
+    passed the read's limit makes the state "tooLarge": {origin, bytes} (not saved)."""
+    for tab in tabs:
+        if too_large(tab.get("indexedDB")):
+            return {"tooLarge": {"origin": tab.get("origin") or "", "bytes": tab["indexedDB"]["tooLarge"]}}
+    return _captured(cookies, tabs, earlier)
+
+
+def _captured(cookies, tabs, earlier):
     earlier = earlier or {}
     storage, databases = dict(earlier.get("localStorage") or {}), dict(earlier.get("indexedDB") or {})
     for tab in tabs:

@@ -181,7 +181,8 @@ def _save_profile(row):
         cdp = browsers.cdp_sender(row.webdriver_url, row.webdriver_session)
         cookies = cdp("Network.getAllCookies")
         tab = browsers.execute(row.webdriver_url, row.webdriver_session, profile_state.READ_STORAGE) or {}
-        tab["indexedDB"] = profile_state.read_indexed_db(cdp)
+        left = current_app.config["PROFILE_MAX_BYTES"] - profile_state.size({"c": cookies, "t": tab})
+        tab["indexedDB"] = profile_state.read_indexed_db(cdp, max(0, left))
         earlier = profiles.load(api_key_id, name)
         log.info("cloud session %s: %s", row.id, profiles.save(
             api_key_id, name, row.id, profile_state.capture(cookies.get("cookies") or [], [tab], earlier)))

@@ -68,7 +68,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             return
         start = time.time()
         try:
-            state = self.browser.profile_state(self.profile_state)
+            state = self.browser.profile_state(self.profile_state, limit=self.config["PROFILE_MAX_BYTES"])
         except BrowserError as exc:
             profiles.release(self.task.id)
             what = f"profile '{self.profile['name']}' not saved: {exc}"

@@ -809,10 +809,11 @@ class SeleniumBrowser(Browser):
     def _cdp(self, command, params=None):
         return self.driver.execute("executeCdpCommand", {"cmd": command, "params": params or {}}).get("value") or {}
 
-    def snapshot(self, indexed_db=False):
+    def snapshot(self, indexed_db=False, limit=None):
         """The browser's state at a pause, for a fresh browser to take up: every cookie (HttpOnly ones too, through
         CDP), each tab's URL with the localStorage and sessionStorage of its page's origin, and the current tab. With
-        `indexed_db` (a profile's save), each tab's "indexedDB" too: its origin's databases."""
+        `indexed_db` (a profile's save), each tab's "indexedDB" too: its origin's databases, within what is left of
+        `limit` bytes once the rest is read (app/profiles/state.read_indexed_db)."""
         try:
             cookies = self._cdp("Network.getAllCookies").get("cookies") or []
             current = self.driver.current_window_handle
@@ -823,7 +824,8 @@ class SeleniumBrowser(Browser):
                     self.driver.switch_to.window(handle)
                 tabs.append(self.driver.execute_script(READ_STORAGE))
                 if indexed_db:
-                    tabs[-1]["indexedDB"] = profile_state.read_indexed_db(self._cdp)
+                    left = None if limit is None else max(0, limit - profile_state.size({"c": cookies, "t": tabs}))
+                    tabs[-1]["indexedDB"] = profile_state.read_indexed_db(self._cdp, left)
             if handles[-1] != current:
                 self.driver.switch_to.window(current)
         except WebDriverException as exc:
@@ -862,9 +864,10 @@ class SeleniumBrowser(Browser):
         except WebDriverException as exc:
             raise BrowserError(f"The profile could not be loaded into the browser: {_reason(exc)}") from None
 
-    def profile_state(self, earlier=None):
-        """The state to save into the profile at the end: the pause's snapshot, less what belongs to its tabs."""
-        snapshot = self.snapshot(indexed_db=True)
+    def profile_state(self, earlier=None, limit=None):
+        """The state to save into the profile at the end: the pause's snapshot, less what belongs to its tabs; what
+        passes `limit` bytes (PROFILE_MAX_BYTES) is not read further (app/profiles/state.capture's "tooLarge")."""
+        snapshot = self.snapshot(indexed_db=True, limit=limit)
         return profile_state.capture(snapshot["cookies"], snapshot["tabs"], earlier)
 
     def detach(self):
