@@ -17,7 +17,7 @@ def serve(base_url, api_key, stdin=None, stdout=None):
     lock = threading.Lock()
 
     def send(message):
-        line = json.dumps(message, ensure_ascii=False)
+        line = json.dumps(message)  # ASCII: whatever encoding the client gave our stdout
         with lock:
             stdout.write(line + "\n")
             stdout.flush()
