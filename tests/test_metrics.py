@@ -20,7 +20,7 @@ PLANS = {"tiny": {"requests": "2/minute", "polls": "600/minute"}}
 
 
 @pytest.fixture(scope="module")
-def stack(app):
+def stack(app, webhook_ca):
     """A web machine and a worker machine (each its own VAR_DIR), both serving metrics, and a Prometheus scraping
     them every second."""
     folders = [tempfile.mkdtemp(prefix=f"rd-metrics-{name}-") for name in ("web", "worker", "prom")]
@@ -31,7 +31,8 @@ def stack(app):
         started.append(web)
         worker_bind = f"127.0.0.1:{free_port()}"
         started.append(WorkerProcess(queues="tasks,webhooks", concurrency=2, name="metrics",
-                                     env={"VAR_DIR": folders[1], "METRICS_TOKEN": TOKEN, "METRICS_BIND": worker_bind}))
+                                     env={"VAR_DIR": folders[1], "METRICS_TOKEN": TOKEN, "METRICS_BIND": worker_bind,
+                                          "WEBHOOK_CA_BUNDLE": webhook_ca[1]}))
         config = Path(folders[2]) / "prometheus.yml"
         config.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
@@ -72,22 +73,22 @@ def scraped(prometheus, job):
     return query(prometheus, f'up{{job="{job}"}}') == 1
 
 
-def test_counters_count_each_task_once_across_processes(stack):
+def test_counters_count_each_task_once_across_processes(stack, receiver):
     web, _, prometheus, folders = stack
     key, tiny = make_key("metrics", plan="dev"), make_key("tiny", plan="tiny")
     wait_until(lambda: scraped(prometheus, "web") and scraped(prometheus, "worker"), "both targets scraped", 60)
 
-    def post(prompt, caller=key):
-        return requests.post(web.base + "/fast/v2/remote-dispatch", json={"prompt": prompt, "executionMode": "cloud"},
-                             headers={"x-api-key": caller}, timeout=30)
+    def post(prompt, caller=key, **fields):
+        return requests.post(web.base + "/fast/v2/remote-dispatch", headers={"x-api-key": caller}, timeout=30,
+                             json={"prompt": prompt, "executionMode": "cloud", **fields})
 
-    def submit(prompt, caller=key):
-        response = post(prompt, caller)
+    def submit(prompt, caller=key, **fields):
+        response = post(prompt, caller, **fields)
         assert response.status_code == 202, response.text
         return response.json()["requestId"]
 
     # The tiny plan takes two submits a minute: the third is refused, and counted as refused (not as submitted).
-    ids = [submit("answer hi", tiny), submit("answer hi", tiny)]
+    ids = [submit("answer hi", tiny, callbackUrl=receiver.url), submit("answer hi", tiny)]
     assert post("answer hi", tiny).status_code == 429
     # Two tasks that overlap keep both pool processes busy at once; quick ones until both gunicorn workers answered.
     ids += [submit("wait 1\nanswer slow one"), submit("wait 1\nanswer slow two")]
@@ -113,6 +114,10 @@ def test_counters_count_each_task_once_across_processes(stack):
         "sum(remote_dispatch_tasks_finished_total)": n,
         'sum(remote_dispatch_rate_limit_refusals_total{plan="tiny", bucket="requests"})': 1,
         "sum(remote_dispatch_rate_limit_refusals_total)": 1,
+        # The one task with a callback: its webhook delivered at the first attempt, the outbox empty again.
+        'sum(remote_dispatch_webhook_deliveries_total{job="worker", outcome="delivered"})': 1,
+        "sum(remote_dispatch_webhook_deliveries_total)": 1,
+        'max(remote_dispatch_webhook_outbox{job="web"})': None,
     }
     seen = {}
 
@@ -195,3 +200,41 @@ def test_the_dashboard_and_the_docs_name_the_metrics_the_service_serves(stack):
     defined = {metric.name for metric in REGISTRY.collect() if metric.name.startswith("remote_dispatch_")}
     assert dashboard <= documented
     assert documented == served | defined
+
+
+def test_model_calls_are_counted_with_their_outcome_and_tokens():
+    """A model call through model_call.complete (every planner's) counts its outcome, its time and the tokens the
+    server reported; a failed one counts as an error (this process's own values: no multiprocess folder here)."""
+    import time
+
+    import openai
+    from prometheus_client import REGISTRY
+
+    from tests.llm_server import ScriptedModel, failure, text
+    from workers.planners import model_call
+
+    def value(name, **labels):
+        return REGISTRY.get_sample_value(name, {"model": "metrics-model", **labels}) or 0
+
+    model = ScriptedModel()
+    try:
+        http, transport = model_call.http_client()
+        client = openai.OpenAI(base_url=model.base_url, api_key="k", http_client=http, max_retries=0)
+        request = {"model": "metrics-model", "messages": [{"role": "user", "content": "hi"}]}
+        before = {"ok": value("remote_dispatch_model_calls_total", outcome="ok"),
+                  "error": value("remote_dispatch_model_calls_total", outcome="error"),
+                  "prompt": value("remote_dispatch_model_tokens_total", kind="prompt"),
+                  "completion": value("remote_dispatch_model_tokens_total", kind="completion"),
+                  "timed": value("remote_dispatch_model_call_duration_seconds_count")}
+        model.script(text("hello"), failure(400, "bad request"))
+        call = dict(timeout=10, retries=0, deadline=time.monotonic() + 30, should_stop=lambda: False)
+        model_call.complete(client, transport, request, **call)
+        with pytest.raises(openai.BadRequestError):
+            model_call.complete(client, transport, request, **call)
+    finally:
+        model.close()
+    assert value("remote_dispatch_model_calls_total", outcome="ok") - before["ok"] == 1
+    assert value("remote_dispatch_model_calls_total", outcome="error") - before["error"] == 1
+    assert value("remote_dispatch_model_tokens_total", kind="prompt") - before["prompt"] == 900
+    assert value("remote_dispatch_model_tokens_total", kind="completion") - before["completion"] == 100
+    assert value("remote_dispatch_model_call_duration_seconds_count") - before["timed"] == 2
