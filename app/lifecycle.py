@@ -10,6 +10,7 @@ from flask import current_app
 from sqlalchemy import Float, and_, bindparam, func, or_, select, update
 from sqlalchemy.sql.expression import ClauseElement
 
+from .metrics import events as metrics
 from .bounds import bounded_response, bounded_trace, truncate
 from .dispatch.queries import NO_USAGE
 from .extensions import db
@@ -47,6 +48,8 @@ def claim(task_id, owner):
     if task is not None:
         db.session.expunge(task)
     db.session.commit()
+    if task is not None:
+        metrics.task_claimed(task)
     return task
 
 
@@ -124,6 +127,8 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
     # Only a task with a callback needs reading back for its webhook payload.
     delivery_id = add_delivery(db.session.get(Task, task_id), status) if won.callback_url else None
     db.session.commit()
+    if status in TERMINAL:
+        metrics.task_finished(status, won)
     if delivery_id:
         publish(delivery_id)
     return True
@@ -145,7 +150,9 @@ def _finish_statement(names, terminal, by, notify):
     if terminal:
         values.update(completed_at=now(), secrets_sealed=None, hitl=None, pause_snapshot=None, browser_node=None,
                       live=None)
-    returning = [_TASKS.c.callback_url] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
+    # What the finished-task metrics label and time it by (app/metrics), read back by the same statement.
+    returning = [_TASKS.c.callback_url, _TASKS.c.execution_mode, _TASKS.c.agent, _TASKS.c.started_at,
+                 _TASKS.c.completed_at] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
     return update(_TASKS).where(and_(*condition)).values(**values).returning(*returning)
 
 

@@ -6,6 +6,8 @@ from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from limits import parse_many
 
+from .metrics import events as metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -81,7 +83,11 @@ def plan_limit(bucket):
         return (f"Rate limit of the '{name}' plan exceeded: {plan[bucket]} for {bucket}. "
                 "Retry after the number of seconds in the Retry-After header.")
 
-    return limiter.shared_limit(rate, scope=bucket, error_message=message)
+    def refused(_limit):
+        metrics.rate_limit_refusals.labels(_plan()[0], bucket).inc()
+        return None  # the limiter's own 429 ({error, message}, Retry-After)
+
+    return limiter.shared_limit(rate, scope=bucket, error_message=message, on_breach=refused)
 
 
 requests_limit = plan_limit("requests")

@@ -36,6 +36,22 @@ if _per_process:
 _var_dir = Path(os.environ.get("VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
 _var_dir.mkdir(parents=True, exist_ok=True)
 control_socket = str(_var_dir / "gunicorn.ctl")
+
+# Metrics (docs/monitoring.md): with METRICS_TOKEN set, every worker writes its counters to files in a folder of this
+# master's (multiprocess mode), set here before any worker imports prometheus_client, and the worker answering a
+# scrape adds them all up.
+if os.environ.get("METRICS_TOKEN"):
+    from app.metrics.processes import prepare as _prepare_metrics
+
+    _prepare_metrics(_var_dir, "web")
+
+
+def child_exit(server, worker):
+    """A worker that ended (or was replaced) leaves its counters counted; its live gauges go."""
+    from app.metrics.processes import process_ended
+
+    process_ended(worker.pid)
+
 # Keep this default equal to the one config/settings.py derives WAIT_MAX_CONCURRENT from.
 threads = int(os.environ.get("WEB_THREADS", "128"))
 # Open client connections per worker, idle keep-alive ones included (those hold no thread);

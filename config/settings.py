@@ -55,6 +55,18 @@ def _public_url():
     return url.rstrip("/")
 
 
+def _metrics_bind(value):
+    """METRICS_BIND: host:port a worker machine serves its metrics on ([::1]:9100 for IPv6)."""
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"METRICS_BIND must be host:port, such as 127.0.0.1:9464 or 0.0.0.0:9464; got {value!r}.")
+    if not _env("METRICS_TOKEN"):
+        raise ValueError("METRICS_BIND is set but METRICS_TOKEN is not: a worker's metrics are served only to a "
+                         "scraper holding the token (Authorization: Bearer <METRICS_TOKEN>).")
+    return host, int(port)
+
+
 def _var_dir():
     path = Path(_env("VAR_DIR", str(ROOT / "var")))
     path.mkdir(parents=True, exist_ok=True)
@@ -254,6 +266,10 @@ def load():
         # The console's signed session cookie; unset: derived from ENCRYPTION_KEY.
         "SECRET_KEY": _env("SECRET_KEY"),
         "CONSOLE_SESSION_HOURS": _env("CONSOLE_SESSION_HOURS", 12, float),
+        # Prometheus metrics (docs/monitoring.md): the web tier serves GET /metrics to `Authorization: Bearer
+        # <METRICS_TOKEN>` (404 while unset); a worker machine serves its own on METRICS_BIND (off while unset).
+        "METRICS_TOKEN": _env("METRICS_TOKEN"),
+        "METRICS_BIND": _env("METRICS_BIND", None, _metrics_bind),
         # Rate limits (flask-limiter): memory:// counts per process, so config/gunicorn.py then runs one
         # web process; redis://host:6379/0 is shared by every process (production, more than one).
         "RATE_LIMIT_PLANS": _rate_limit_plans(),

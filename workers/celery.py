@@ -3,8 +3,12 @@ import logging
 
 from celery import signals
 
-from app import create_app
-from app.extensions import celery_init_app
+from workers import metrics_server
+
+metrics_server.prepare()  # before anything imports prometheus_client: the pool processes inherit its folder
+
+from app import create_app  # noqa: E402
+from app.extensions import celery_init_app  # noqa: E402
 
 flask_app = create_app()
 app = celery_init_app(flask_app)
@@ -70,7 +74,7 @@ def _reap_orphaned_browsers(**_):
             logging.getLogger(__name__).warning("%s cloud_browser tasks will end as error.", problem)
 
 
-_pool = _parked = _endpoint = None
+_pool = _parked = _endpoint = _metrics = None
 
 
 @signals.worker_ready.connect
@@ -81,13 +85,15 @@ def _start_browser_pool(sender=None, **_):
     paused tasks (workers/browser/parking.py), holds the kept sessions' (app/sessions/holder.py), and serves the
     machine's stream endpoint (workers/browser/host_endpoint.py): live views and CDP of the browsers held here, from
     any web process."""
-    global _pool, _parked, _endpoint
+    global _pool, _parked, _endpoint, _metrics
     from app.sessions import holder, pool as session_pool
     from workers.browser import host_endpoint, parking, pool
 
     config = flask_app.config
     amqp = getattr(getattr(sender, "app", None), "amqp", None)
     consumes = set(amqp.queues.consume_from or amqp.queues) if amqp is not None else set()
+    if config["METRICS_BIND"]:
+        _metrics = metrics_server.MetricsServer(config, sender).start()
     if "tasks" in consumes:
         _endpoint = host_endpoint.HostEndpoint(flask_app).start()
         _parked = parking.ParkedBrowsers(config).start()
@@ -110,5 +116,7 @@ def _stop_browser_pool(**_):
         _parked.stop()
     if _endpoint is not None:
         _endpoint.stop()
+    if _metrics is not None:
+        _metrics.stop()
     if _pool is not None:
         _pool.stop()

@@ -12,6 +12,7 @@ import certifi
 import requests
 from flask import current_app
 
+from app.metrics import events as metrics
 from app.egress import client as egress_http
 from app.crypto import unseal
 from app.egress.policy import EgressRefused, Policy
@@ -47,6 +48,7 @@ def deliver(delivery_id):
     db.session.commit()  # no transaction stays open while we wait on the receiver
     outcome = post(url, body, headers) if headers else Outcome(error="internal error preparing the request")
     delivery.record(delivery_id, owner, claimed, outcome)
+    metrics.webhook_attempt(outcome, not outcome.delivered and delivery.final(claimed, outcome), outcome.duration_ms)
     log.info("webhook %s attempt %d: %s", delivery_id, claimed.attempt,
              outcome.status_code or outcome.error)
     return outcome

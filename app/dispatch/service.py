@@ -11,6 +11,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from .. import agents, lifecycle, totp
+from ..metrics import events as metrics
 from ..broker import TASKS_QUEUE
 from ..crypto import seal, unseal
 from ..egress import upstream
@@ -117,6 +118,7 @@ def submit(api_key_id, data, idempotency_key=None):
             raise
         return original, True
     dispatch(task_id, premarked=True, node=node)
+    metrics.task_submitted(mode, agent)
     return task_id, False
 
 

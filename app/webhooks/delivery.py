@@ -65,7 +65,7 @@ def record(delivery_id, owner, claimed, outcome):
     values = dict(lease_owner=None, lease_expires_at=None)
     if outcome.delivered:
         values.update(state="delivered", delivered_at=now(), next_attempt_at=None)
-    elif outcome.stop or claimed.attempt >= len(schedule):
+    elif final(claimed, outcome):
         values.update(state="failed", next_attempt_at=None)
     else:
         values.update(next_attempt_at=now_plus(retry_delay(schedule, claimed.attempt, outcome.retry_after)))
@@ -81,6 +81,11 @@ def record(delivery_id, owner, claimed, outcome):
         error=outcome.error, duration_ms=outcome.duration_ms, next_attempt_at=row[0] if row else None))
     db.session.commit()
     return row is not None
+
+
+def final(claimed, outcome):
+    """A failed attempt after which no other is made: the receiver said 410 Gone, or the schedule is used up."""
+    return outcome.stop or claimed.attempt >= len(current_app.config["WEBHOOK_RETRY_SCHEDULE"])
 
 
 def retry_delay(schedule, attempts_made, retry_after=None):

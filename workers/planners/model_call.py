@@ -8,6 +8,8 @@ import httpcore2
 import httpx2
 import openai
 
+from app.metrics import events as metrics
+
 log = logging.getLogger(__name__)
 
 STOP_CHECK_SECONDS = 0.5  # how soon a cancel is noticed while the model computes
@@ -73,6 +75,25 @@ def complete(client, transport, request, *, timeout, retries, deadline, should_s
     Connection failures, 408, 409, 429 and 5xx are retried (at most `retries` times, only within the
     remaining time); a request that timed out is not: the server may still be computing it.
     Raises Stopped, OutOfTime, or the last openai error."""
+    started, outcome, result = time.monotonic(), "error", None
+    try:
+        result = _complete(client, transport, request, timeout, retries, deadline, should_stop)
+        outcome = "ok"
+        return result
+    except Stopped:
+        outcome = "stopped"
+        raise
+    except OutOfTime:
+        outcome = "out_of_time"
+        raise
+    except openai.APITimeoutError:
+        outcome = "timeout"
+        raise
+    finally:
+        metrics.model_call(request.get("model"), outcome, time.monotonic() - started, getattr(result, "usage", None))
+
+
+def _complete(client, transport, request, timeout, retries, deadline, should_stop):
     attempt = 0
     while True:
         remaining = deadline - time.monotonic()
