@@ -171,11 +171,17 @@ class CloudBrowserEnvironment(BrowserEnvironment):
                 record = parking.record_of(self.browser, getattr(self, "egress", None))
             except Exception as exc:  # the browser does not answer: it is closed, the snapshot stays
                 log.warning("task %s: the browser cannot be kept at the pause: %s", self.task.id, exc)
-        if record is None:
+        refused = None
+        if record is not None:
+            with parking.admission(self.config, self.task.api_key_id) as refused:
+                if not refused:
+                    self.browser.detach()
+                    parking.park(self.config, self.task.id, record, keep_seconds, self.task.api_key_id)
+        if record is None or refused:
+            if refused:  # as after the keep time: the answer resumes from the snapshot
+                log.info("task %s: its browser is not kept at the pause: %s", self.task.id, refused)
             self.close()
             return snapshot, False
-        self.browser.detach()
-        parking.park(self.config, self.task.id, record, keep_seconds)
         self.egress = None  # it stays with the parked browser
         self.close()  # the live view's publication and the task's empty downloads folder; the browser is detached
         return snapshot, True
