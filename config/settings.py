@@ -136,6 +136,10 @@ def load():
         # How long a cloud_browser task's browser is kept as it is at an input-required pause (docs/agent.md says
         # why 15 minutes); after that an answer resumes in a fresh browser with the pause's snapshot. 0: never kept.
         "INPUT_KEEP_BROWSER_SECONDS": _env("INPUT_KEEP_BROWSER_SECONDS", 900, float),
+        # Browsers kept at questions (workers/browser/parking.py), at most, per API key and per machine (about 280 MB
+        # each: 8 are about 2.2 GB); past either, a pause keeps only its snapshot, as after the keep time.
+        "PARKED_BROWSERS_PER_KEY": _env("PARKED_BROWSERS_PER_KEY", 2, int),
+        "PARKED_BROWSERS_MAX": _env("PARKED_BROWSERS_MAX", 8, int),
         # Live view (app/live): how long a liveUrl works, and how many viewers one web process serves at once.
         "LIVE_URL_TTL_SECONDS": _env("LIVE_URL_TTL_SECONDS", 3600, int),
         "LIVE_MAX_VIEWERS": _env("LIVE_MAX_VIEWERS", 16, int),  # view sockets (control sockets: apart)

@@ -3,6 +3,8 @@ GET /fast/v2/files, a later task's attachment), within the caps, and never lands
 import io
 import json
 import os
+import threading
+import time
 
 import pytest
 
@@ -265,3 +267,80 @@ def test_a_kept_session_s_downloads_have_a_total_and_a_count_cap(app, api_key):
     assert reasons["s2.csv"] == "this session already has 4 downloaded files (DOWNLOAD_MAX_SESSION_FILES)"
     # What was left out is gone from the machine's disk too.
     assert sorted(os.listdir(browsers.files_dir(app.config, session_id))) == ["r0.csv", "r1.csv", "s0.csv", "s1.csv"]
+
+
+class EndlessDownload:
+    """A loopback server whose /endless.bin is an attachment that never ends (64 KB every 10 ms, no length), and that
+    records how much it sent before the browser let go of it."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.sent, self.ended = 0, threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path != "/endless.bin":
+                    body = (b'<html><head><title>Endless</title></head><body>'
+                            b'<a href="/endless.bin">Endless file</a></body></html>')
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Disposition", 'attachment; filename="endless.bin"')
+                self.end_headers()
+                chunk = b"e" * 65536
+                try:
+                    while True:
+                        self.wfile.write(chunk)
+                        owner.sent += len(chunk)
+                        time.sleep(0.01)
+                except OSError:  # the browser closed the connection: cancelled, or the browser is gone
+                    owner.ended.set()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path="/"):
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_an_endless_download_is_cancelled_once_it_passes_the_cap_while_it_is_written(client, api_key):
+    """A page's download with no end is ended by its size, not by the task's end: the browser cancels it once it
+    passes DOWNLOAD_MAX_FILE_BYTES (1 MB here), the trace says so, and nothing of it is kept or left on disk."""
+    endless = EndlessDownload()
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="downloads-endless",
+                           env={"DOWNLOAD_MAX_FILE_BYTES": str(1024 * 1024), "DOWNLOAD_WAIT_SECONDS": "30"})
+    try:
+        request_id = submit(client, api_key, {
+            "executionMode": "cloud_browser", "allowedDomains": [endless.url().split("/")[2]],
+            "prompt": "\n".join(["/Operator", f"go to {endless.url('/')}", 'click "Endless file"', "answer done"]),
+        }).get_json()["requestId"]
+        body = wait_for_status(client, api_key, request_id, timeout=120)
+    finally:
+        worker.stop()
+        endless.close()
+    assert body["status"] == "success", body
+    entries = {entry["action"]: entry for entry in body["response"]["actionTrace"]}
+    assert "download endless.bin" in entries, list(entries)
+    assert not body["response"].get("files")
+    cut = entries["download endless.bin"]
+    assert cut["failed"] is True
+    assert cut["error"].startswith("left out: cancelled while it was written, at "), cut
+    assert cut["error"].endswith("over the limit of 1048576 bytes for one downloaded file (DOWNLOAD_MAX_FILE_BYTES)")
+    # The browser let go of the stream itself: before the task's end waited DOWNLOAD_WAIT_SECONDS (30 s, some
+    # 190 MB at this server's pace) for a file still being written.
+    assert endless.ended.is_set() and endless.sent < 30 * 1024 * 1024, endless.sent

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import Task
-from tests.conftest import WorkerProcess, poll, submit, wait_for_status, wait_until
+from tests.conftest import WorkerProcess, make_key, poll, submit, wait_for_status, wait_until
 from tests.page_server import PageServer
 from workers.browser.parking import parked_root
 
@@ -145,7 +145,7 @@ def test_a_restart_of_the_worker_while_the_task_waits_resumes_from_the_snapshot(
 
 
 def test_paused_tasks_hold_no_worker_slot(client, api_key, site):
-    worker = WorkerProcess(queues="tasks", concurrency=2, name="slots")
+    worker = WorkerProcess(queues="tasks", concurrency=2, name="slots", env={"PARKED_BROWSERS_PER_KEY": "3"})
     try:
         waiting = [sign_in_and_ask(client, api_key, site, note=f"draft{n}") for n in range(3)]
         asked = {request_id: paused(client, api_key, request_id) for request_id in waiting}
@@ -202,5 +202,34 @@ def test_a_task_cancelled_while_it_waits_lets_its_kept_browser_go(client, api_ke
         wait_until(lambda: not parked(request_id) and not our_browser_processes(os.environ["VAR_DIR"]),
                    what="the kept browser to be let go", timeout=30)
         assert stored(request_id).pause_snapshot is None
+    finally:
+        worker.stop()
+
+
+def test_parked_browsers_are_capped_per_key_and_per_machine(client, api_key, other_key, site):
+    """One key's unanswered questions cannot hold a machine's memory: past PARKED_BROWSERS_PER_KEY (a key's) or
+    PARKED_BROWSERS_MAX (the machine's), a pause keeps its snapshot and lets the browser go at once."""
+    third_key = make_key("carol")
+    worker = WorkerProcess(queues="tasks", concurrency=1, name="parkcap",
+                           env={"PARKED_BROWSERS_PER_KEY": "1", "PARKED_BROWSERS_MAX": "2"})
+    try:
+        first = sign_in_and_ask(client, api_key, site)
+        paused(client, api_key, first)
+        assert parked(first) and stored(first).browser_node
+        second = sign_in_and_ask(client, api_key, site)  # the same key's second: past its own cap
+        asked = paused(client, api_key, second)
+        assert not parked(second) and stored(second).browser_node is None and stored(second).pause_snapshot
+        theirs = sign_in_and_ask(client, other_key, site)  # another key's first: kept (the machine holds two)
+        paused(client, other_key, theirs)
+        assert parked(theirs)
+        third = sign_in_and_ask(client, third_key, site)  # a third key's first: past the machine's cap
+        paused(client, third_key, third)
+        assert not parked(third) and stored(third).browser_node is None
+        # The browser let go at the pause: the answer resumes from the snapshot, signed in.
+        answer(client, api_key, second, asked)
+        body = wait_for_status(client, api_key, second, timeout=90)
+        assert body["status"] == "success", body
+        assert body["response"]["text"] == "cookie=yes local=yes session=yes note="
+        assert RESTORED in actions(body)
     finally:
         worker.stop()

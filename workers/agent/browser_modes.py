@@ -35,11 +35,15 @@ class CloudBrowserEnvironment(BrowserEnvironment):
     never used: taken from the host's warm pool (workers/browser/pool.py) when one is ready, else started cold."""
 
     starts_blank = True
+    download_guard = None  # workers/browser/download_guard.py: the caps while a download is written
     profile = None  # {"name", "persist"}: the task's profile, loaded at the start, saved at the end with persist
     profile_state = None  # what was loaded: a save keeps the localStorage of origins no tab shows at the end
 
     def start_browser(self, task, should_stop, config):
+        from workers.browser.download_guard import guard
+
         browser = self._browser(task, should_stop, config)
+        self.download_guard = guard(browser, self.downloads_folder(browser), config)  # caps while written
         self.profile = (task.options or {}).get("profile")
         if self.profile and not (task.hitl and "answer" in task.hitl):  # resumed: the pause's state is newer
             try:
@@ -171,11 +175,20 @@ class CloudBrowserEnvironment(BrowserEnvironment):
                 record = parking.record_of(self.browser, getattr(self, "egress", None))
             except Exception as exc:  # the browser does not answer: it is closed, the snapshot stays
                 log.warning("task %s: the browser cannot be kept at the pause: %s", self.task.id, exc)
-        if record is None:
+        refused = None
+        if record is not None:
+            with parking.admission(self.config, self.task.api_key_id) as refused:
+                if not refused and self.download_guard is not None:  # no task watches a parked browser
+                    self.download_guard.cancel_running("cancelled at the pause: no download runs while the browser "
+                                                       "is kept")
+                if not refused:
+                    self.browser.detach()
+                    parking.park(self.config, self.task.id, record, keep_seconds, self.task.api_key_id)
+        if record is None or refused:
+            if refused:  # as after the keep time: the answer resumes from the snapshot
+                log.info("task %s: its browser is not kept at the pause: %s", self.task.id, refused)
             self.close()
             return snapshot, False
-        self.browser.detach()
-        parking.park(self.config, self.task.id, record, keep_seconds)
         self.egress = None  # it stays with the parked browser
         self.close()  # the live view's publication and the task's empty downloads folder; the browser is detached
         return snapshot, True
@@ -191,6 +204,8 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         try:
             super().close()
         finally:
+            if self.download_guard is not None:
+                self.download_guard.close()
             egress = getattr(self, "egress", None)
             if egress is not None:
                 egress.stop()
@@ -199,22 +214,24 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             except (AttributeError, OSError):
                 pass
 
-    def downloads_folder(self):
-        pooled = getattr(self.browser, "pooled", None)
+    def downloads_folder(self, browser=None):
+        browser = browser or self.browser
+        pooled = getattr(browser, "pooled", None)
         if pooled is not None:
             return pooled.downloads
         # A cold start's sandbox saves into the task's folder itself; a Grid node's downloads stay on the node.
-        return None if getattr(self.browser, "remote_url", None) else self.download_dir
+        return None if getattr(browser, "remote_url", None) else self.download_dir
 
     def keep_downloads(self):
         """The closed browser's downloads are in the task's folder, the service's alone (workers/browser): they
         become files of the key, and the folder goes (the database keeps them, FILE_TTL_SECONDS)."""
         folder = getattr(self, "download_dir", None)
+        cut = self.download_guard.cut if self.download_guard is not None else []
         if not folder or not os.path.isdir(folder):
-            return []
+            return cut
         names = sorted(name for name in os.listdir(folder) if not being_written(name))
         try:
-            return files.keep_downloads(self.task.api_key_id, folder, names, task_id=self.task.id)
+            return files.keep_downloads(self.task.api_key_id, folder, names, task_id=self.task.id) + cut
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -1,4 +1,6 @@
 """Browsers kept at an input-required pause: parked on their machine outside any task, taken back by the answer."""
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -44,14 +46,45 @@ def record_of(browser, egress):
                      time_zone=browser.time_zone or "", window_handle=current, handles=handles)
 
 
-def park(config, task_id, pooled, seconds):
-    """Record the browser as parked for `seconds`: the answer's run on this machine takes it (`take`), the machine's
-    sweep (`ParkedBrowsers`) lets it go when the time is up or the task ended."""
+@contextlib.contextmanager
+def admission(config, api_key_id):
+    """While held, no other process of this machine parks a browser. Yields None when the key and the machine have
+    room for one more parked browser, else why not (PARKED_BROWSERS_PER_KEY, PARKED_BROWSERS_MAX): a browser costs
+    its memory for as long as it is kept, and one key's unanswered questions must not hold the machine's."""
+    root = parked_root(config["VAR_DIR"])
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(root / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        keys = [record.get("api_key_id") for record in _records(root).values()]
+        per_key, most = int(config["PARKED_BROWSERS_PER_KEY"]), int(config["PARKED_BROWSERS_MAX"])
+        if keys.count(api_key_id) >= per_key:
+            yield f"this API key already has {per_key} browser(s) kept at questions (PARKED_BROWSERS_PER_KEY)"
+        elif len(keys) >= most:
+            yield f"this machine already keeps {most} browser(s) at questions (PARKED_BROWSERS_MAX)"
+        else:
+            yield None
+
+
+def park(config, task_id, pooled, seconds, api_key_id=None):
+    """Record the browser as parked for `seconds` (in `admission`): the answer's run on this machine takes it
+    (`take`), the machine's sweep (`ParkedBrowsers`) lets it go when the time is up or the task ended."""
     root = parked_root(config["VAR_DIR"])
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     part = root / f"{task_id}.part"
-    part.write_text(json.dumps({"task_id": task_id, "until": time.time() + seconds, "box": asdict(pooled)}))
+    part.write_text(json.dumps({"task_id": task_id, "api_key_id": api_key_id, "until": time.time() + seconds,
+                                "box": asdict(pooled)}))
     part.replace(root / f"{task_id}{RECORD}")
+
+
+def _records(root):
+    """The parked browsers' records, by path (half a record cannot be: part files are renamed whole)."""
+    records = {}
+    for path in root.glob(f"*{RECORD}") if root.is_dir() else ():
+        try:
+            records[path] = json.loads(path.read_text())
+        except (OSError, ValueError):  # taken meanwhile
+            continue
+    return records
 
 
 def alive(pooled):
@@ -89,13 +122,11 @@ def _claim(path):
 def let_go(config, ended_tasks=lambda ids: set()):
     """End the parked browsers whose time is up, that died, or whose task ended (`ended_tasks(ids)` says which of
     these task ids did). Returns the task ids whose browser was let go."""
-    root = parked_root(config["VAR_DIR"])
     records = {}
-    for path in root.glob(f"*{RECORD}") if root.is_dir() else ():
+    for path, record in _records(parked_root(config["VAR_DIR"])).items():
         try:
-            record = json.loads(path.read_text())
             records[path] = (record["task_id"], float(record["until"]), PooledBox(**record["box"]))
-        except (OSError, ValueError, TypeError, KeyError):  # half a record cannot be: part files are renamed whole
+        except (ValueError, TypeError, KeyError):
             continue
     now = time.time()
     waiting = [task_id for task_id, until, _ in records.values() if until > now]
