@@ -30,6 +30,21 @@ SIGN_IN = """<html><head><title>Second factor</title><style>input { caret-color:
 <form action="/verify" method="get"><label for="c">Code</label>
 <input id="c" name="code" inputmode="numeric" autocomplete="one-time-code">
 <button type="submit">Verify</button></form></body></html>"""
+# A page that echoes each keystroke: what was typed so far, reversed, and spaced out (the field itself is masked).
+ECHO = SIGN_IN.replace("</form>", """</form>
+<p id="typed">.</p><p id="reversed">.</p><p id="spaced">.</p>
+<script>
+var echoed = "";
+setInterval(function () {
+  var value = document.getElementById("c").value, digits = value.split("");
+  if (value === echoed) return;
+  echoed = value;
+  document.getElementById("typed").textContent += " " + value;
+  document.getElementById("reversed").textContent = digits.slice().reverse().join("");
+  document.getElementById("spaced").textContent = digits.join(" ");
+}, 5);
+</script>""")
+
 
 
 def uri(**params):
@@ -120,7 +135,7 @@ def bank():
     def last(query):  # a site that shows the latest code it accepted (as "your code 123456 was used" pages do)
         return f"<html><body><p id='last'>Last code: {accepted[-1] if accepted else 'none'}</p></body></html>"
 
-    server = PageServer({"/sign-in": SIGN_IN}, handlers={"/verify": verify, "/last": last})
+    server = PageServer({"/sign-in": SIGN_IN, "/keystrokes": ECHO}, handlers={"/verify": verify, "/last": last})
     server.received = received
     yield server
     server.close()
@@ -197,6 +212,30 @@ def test_after_a_pause_a_code_typed_before_it_stays_hidden(client, api_key, bank
     # The site shows, after the answer, the code the run typed before the question: the resumed run hides it too.
     assert body["response"]["text"] == "Last code: ${BANK_OTP}"
     codes_nowhere(client, api_key, request_id, bank.received, browser_worker.output())
+
+
+def test_a_recording_keeps_no_run_of_a_code_a_page_echoed(client, api_key, bank, browser_worker):
+    typed = []
+    steps = ["/Operator", f"go to {bank.url('/keystrokes')}", 'type ${BANK_OTP} into "Code"', "extract #spaced"]
+    submitted = submit(client, api_key, {"executionMode": "cloud_browser", "prompt": "\n".join(steps),
+                                         "secretVariables": {"BANK_OTP": URI}})
+    assert submitted.status_code == 202, submitted.get_json()
+    request_id = submitted.get_json()["requestId"]
+    body = wait_for_status(client, api_key, request_id, timeout=120)
+    assert body["status"] == "success", body["response"]["actionTrace"]
+    shown = json.dumps(client.get(f"/fast/v2/remote-dispatch/responses/{request_id}/recording",
+                                  headers={"x-api-key": api_key}).get_json())
+    assert '"spaced"' in shown  # the page was recorded (its text, the URI's issuer among it, is masked)
+    # The code the run typed: this period's or the one before (the page echoed it, so the recording had it).
+    now = time.time()
+    typed = [code for code in {GENERATOR.code(now), GENERATOR.code(now - 30), GENERATOR.code(now - 60)}
+             if body["response"]["text"] in (" ".join(code), "${BANK_OTP}")]
+    assert typed, body["response"]["text"]
+    for code in typed:
+        for digits in (code, code[::-1]):
+            for i in range(len(digits) - 3):  # any four digits of it in a row, spaced out or not
+                piece = digits[i:i + 4]
+                assert piece not in shown and " ".join(piece) not in shown, (piece, shown[:3000])
 
 
 def typed_frame(client, api_key, bank, value):

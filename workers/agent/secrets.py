@@ -9,6 +9,7 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus
 from app import totp
 
 MAX_REMEMBERED_SECONDS = 86400  # a question waits at most INPUT_TIMEOUT_SECONDS (a day by default)
+CODE_SEPARATOR = r"[\s.,_·-]?"  # what a page may put between a code's digits
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 
 
@@ -72,11 +73,15 @@ class Secrets:
     def mask_pieces(self, value, keep=()):
         """Every four consecutive characters of `forms` starred, in strings nested anywhere in `value` but under the
         keys `keep` (structure, such as a recorded element's tag name): what a recording keeps of a page that shows a
-        secret's prefix as it is typed, its reversal or its base64."""
-        pieces = {form[i:i + 4].lower() for form in self.forms() for i in range(len(form) - 3)}
+        secret's prefix as it is typed, its reversal or its base64; and runs of the one-time codes typed."""
+        pieces = {re.escape(form[i:i + 4].lower()) for form in self.forms() for i in range(len(form) - 3)}
+        # A one-time code typed in this run: four of its digits in a row, as typed or reversed, spaced out or not (a
+        # page that echoes each keystroke shows its prefixes; one that lays it out shows "1 2 3 4 5 6").
+        pieces.update(CODE_SEPARATOR.join(digits[i:i + 4]) for code in self._codes
+                      for digits in (code, code[::-1]) for i in range(len(digits) - 3))
         if not pieces:
             return value
-        pattern = re.compile("|".join(map(re.escape, sorted(pieces))), re.IGNORECASE)
+        pattern = re.compile("|".join(sorted(pieces)), re.IGNORECASE)
         return _starred(value, pattern, frozenset(keep))
 
     def substitute(self, value):
