@@ -18,6 +18,7 @@ def create_app(overrides=None):
     from .live.routes import blp as live_blp, pages as live_pages
     from .profiles.routes import blp as profiles_blp
     from .sessions.cdp_web import pages as cdp_pages
+    from .schedules.routes import blp as schedules_blp
     from .scripts.routes import blp as scripts_blp
     from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
@@ -52,6 +53,7 @@ def create_app(overrides=None):
     api.register_blueprint(sessions_blp)
     api.register_blueprint(windows_blp)
     api.register_blueprint(scripts_blp)
+    api.register_blueprint(schedules_blp)
     api.register_blueprint(profiles_blp)
     api.register_blueprint(accounts_blp)
     api.register_blueprint(live_blp)

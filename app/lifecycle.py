@@ -121,6 +121,10 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
     if won is None:
         db.session.rollback()
         return False
+    if won.schedule_id is not None:  # a schedule's run: its failures in a row, in this transaction
+        from .schedules.service import record_outcome
+
+        record_outcome(won.schedule_id, task_id, status, error)
     # Only a task with a callback needs reading back for its webhook payload.
     delivery_id = add_delivery(db.session.get(Task, task_id), status) if won.callback_url else None
     db.session.commit()
@@ -145,7 +149,7 @@ def _finish_statement(names, terminal, by, notify):
     if terminal:
         values.update(completed_at=now(), secrets_sealed=None, hitl=None, pause_snapshot=None, browser_node=None,
                       live=None)
-    returning = [_TASKS.c.callback_url] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
+    returning = [_TASKS.c.callback_url, _TASKS.c.schedule_id] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
     return update(_TASKS).where(and_(*condition)).values(**values).returning(*returning)
 
 
