@@ -51,7 +51,9 @@ def at(text):
 
 def test_create_answers_201_with_the_next_runs_and_reads_back(client, api_key):
     response = create(client, api_key, cron="0 7 * * 1-5", timeZone="Europe/Oslo",
-                      task={**TASK, "secretVariables": {"pw": "hunter2"}, "callbackSecret": "cbs"})
+                      task={**TASK, "secretVariables": {"pw": "hunter2"}, "callbackSecret": "cbs",
+                            "mcpServers": [{"url": "http://127.0.0.1:9/mcp", "label": "crm", "authentication": {
+                                "type": "bearer-token", "bearerToken": "mcp-token-1"}}]})
     assert response.status_code == 201, response.get_json()
     body = response.get_json()
     assert body["status"] == "active" and body["overlap"] == "skip" and body["catchUp"] == "once"
@@ -61,7 +63,9 @@ def test_create_answers_201_with_the_next_runs_and_reads_back(client, api_key):
             __import__("zoneinfo").ZoneInfo("Europe/Oslo"))
         assert (local.hour, local.minute) == (7, 0) and local.isoweekday() <= 5
     assert body["task"]["secretVariables"] == {"pw": "********"} and body["task"]["callbackSecret"] == "********"
+    assert body["task"]["mcpServers"][0]["authentication"] == {"type": "bearer-token"}
     assert "hunter2" not in db.session.execute(select(Schedule.task_sealed)).scalar_one()
+    assert not {"hunter2", "cbs", "mcp-token-1"} & set(json.dumps(body).split('"'))
 
     one = client.get(f"/fast/v2/schedules/{body['scheduleId']}", headers=headers(api_key)).get_json()
     assert one["nextRuns"] == body["nextRuns"] and one["lastRun"] is None

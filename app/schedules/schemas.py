@@ -75,7 +75,8 @@ class ScheduleSchema(ma.Schema):
     cron = fields.String(required=True)
     timeZone = fields.String(required=True)
     task = fields.Dict(required=True, metadata={
-        "description": "The submit body; secretVariables values, callbackSecret and proxy are not shown"})
+        "description": "The submit body; the values of secretVariables and callbackHeaders, callbackSecret, proxy "
+                       "and mcpServers' credentials are not shown"})
     overlap = fields.String(required=True, metadata={"enum": list(OVERLAPS)})
     catchUp = fields.String(required=True, metadata={"enum": list(CATCH_UPS)})
     status = fields.String(required=True, metadata={"enum": ["active", "paused"]})

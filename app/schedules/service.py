@@ -135,13 +135,18 @@ def list_schedules(api_key_id, limit=20, cursor=None, now=None):
 
 
 def _shown_task(task):
-    """The stored submit body without its secrets (they stay sealed; each run gets them)."""
+    """The stored submit body without its secrets (they stay sealed; each run gets them): secret variables, the
+    callback's secret and headers, the proxy, MCP servers' credentials."""
     shown = dict(task)
-    if shown.get("secretVariables"):
-        shown["secretVariables"] = {name: HIDDEN for name in shown["secretVariables"]}
+    for name in ("secretVariables", "callbackHeaders"):
+        if isinstance(shown.get(name), dict):
+            shown[name] = {key: HIDDEN for key in shown[name]}
     for name in ("callbackSecret", "proxy"):
         if shown.get(name):
             shown[name] = HIDDEN
+    if isinstance(shown.get("mcpServers"), list):
+        shown["mcpServers"] = [{**server, "authentication": {"type": (server.get("authentication") or {}).get(
+            "type", "none")}} if isinstance(server, dict) else server for server in shown["mcpServers"]]
     return shown
 
 
