@@ -20,6 +20,7 @@ def create_app(overrides=None):
     from .metrics.routes import blp as metrics_blp
     from .profiles.routes import blp as profiles_blp
     from .sessions.cdp_web import pages as cdp_pages
+    from .schedules.routes import blp as schedules_blp
     from .scripts.routes import blp as scripts_blp
     from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
@@ -55,6 +56,7 @@ def create_app(overrides=None):
     api.register_blueprint(sessions_blp)
     api.register_blueprint(windows_blp)
     api.register_blueprint(scripts_blp)
+    api.register_blueprint(schedules_blp)
     api.register_blueprint(profiles_blp)
     api.register_blueprint(accounts_blp)
     api.register_blueprint(live_blp)

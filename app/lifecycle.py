@@ -124,6 +124,10 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
     if won is None:
         db.session.rollback()
         return False
+    if won.schedule_id is not None:  # a schedule's run: its failures in a row, in this transaction
+        from .schedules.service import record_outcome
+
+        record_outcome(won.schedule_id, task_id, status, error)
     # Only a task with a callback needs reading back for its webhook payload.
     delivery_id = add_delivery(db.session.get(Task, task_id), status) if won.callback_url else None
     db.session.commit()
@@ -150,9 +154,10 @@ def _finish_statement(names, terminal, by, notify):
     if terminal:
         values.update(completed_at=now(), secrets_sealed=None, hitl=None, pause_snapshot=None, browser_node=None,
                       live=None)
-    # What the finished-task metrics label and time it by (app/metrics), read back by the same statement.
-    returning = [_TASKS.c.callback_url, _TASKS.c.execution_mode, _TASKS.c.agent, _TASKS.c.started_at,
-                 _TASKS.c.completed_at] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
+    # What the finished-task metrics label and time it by (app/metrics), and a schedule's run its schedule, read back
+    # by the same statement.
+    returning = [_TASKS.c.callback_url, _TASKS.c.schedule_id, _TASKS.c.execution_mode, _TASKS.c.agent,
+                 _TASKS.c.started_at, _TASKS.c.completed_at] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
     return update(_TASKS).where(and_(*condition)).values(**values).returning(*returning)
 
 

@@ -149,6 +149,10 @@ class Task(db.Model):
     # What its live viewers follow (app/live/state.py), written by the worker running it: {host, endpoint, targetId,
     # url, step, paused, loading, waiting}. In the row, so a viewer on any web machine reads it.
     live: Mapped[dict | None] = mapped_column(JSON)
+    # A schedule's run (app/schedules): the schedule and the fire time it is the run of. Unique together, so a fire
+    # time yields one task whichever beat (two by mistake, or one restarted) fires it.
+    schedule_id: Mapped[str | None] = mapped_column(String(36))
+    fire_at = mapped_column(UtcDateTime)
     created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
     updated_at = mapped_column(UtcDateTime, server_default=now(), onupdate=now())
     started_at = mapped_column(UtcDateTime)
@@ -157,7 +161,37 @@ class Task(db.Model):
     __table_args__ = (
         Index("ix_tasks_key_created", "api_key_id", "created_at"),
         Index("ix_tasks_status_lease", "status", "lease_expires_at"),
+        UniqueConstraint("schedule_id", "fire_at", name="uq_tasks_schedule_fire"),
     )
+
+
+class Schedule(db.Model):
+    """A task submitted by beat at each time its cron expression names in its time zone (app/schedules)."""
+
+    __tablename__ = "schedules"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    cron: Mapped[str] = mapped_column(String(200))
+    time_zone: Mapped[str] = mapped_column(String(64))
+    # The submit body of each run, Fernet-encrypted JSON (it may hold secretVariables, a callbackSecret, a proxy).
+    task_sealed: Mapped[str] = mapped_column(Text)
+    overlap: Mapped[str] = mapped_column(String(10), default="skip")  # skip, queue, allow
+    catch_up: Mapped[str] = mapped_column(String(10), default="once")  # none, once
+    status: Mapped[str] = mapped_column(String(10), default="active")  # active, paused
+    paused_reason: Mapped[str | None] = mapped_column(Text)
+    # The earliest fire time not yet handled; beat fires the schedules whose time has come.
+    next_fire_at = mapped_column(UtcDateTime)
+    # overlap "queue": a fire that came while the previous run was still going, run once that one ends.
+    queued_fire_at = mapped_column(UtcDateTime)
+    failures_in_row: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_fire_at = mapped_column(UtcDateTime)
+    last_skip: Mapped[str | None] = mapped_column(Text)  # why the last fire made no task, if it made none
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    updated_at = mapped_column(UtcDateTime, server_default=now(), onupdate=now())
+
+    __table_args__ = (Index("ix_schedules_due", "status", "next_fire_at"),)
 
 
 class CloudSession(db.Model):

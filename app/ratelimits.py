@@ -33,6 +33,9 @@ def init_app(app):
                                  f"'60/minute'; it has {plan!r}.") from None
         if not isinstance(plan.get("cdp", False), bool):
             raise ValueError(f"RATE_LIMIT_PLANS: plan {name!r} has \"cdp\": {plan['cdp']!r}; use true or false.")
+        cap = plan.get("schedules", 0)
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+            raise ValueError(f"RATE_LIMIT_PLANS: plan {name!r} has \"schedules\": {cap!r}; use a whole number >= 0.")
     if app.config["RATE_LIMIT_DEFAULT_PLAN"] not in plans:
         raise ValueError(f"RATE_LIMIT_DEFAULT_PLAN {app.config['RATE_LIMIT_DEFAULT_PLAN']!r} is not "
                          f"one of the plans: {', '.join(plans)}.")
@@ -66,6 +69,11 @@ def _plan():
 def plan_allows(feature):
     """True if the caller's plan switches `feature` on ("cdp"); a plan that does not name it has it off."""
     return _plan()[1].get(feature) is True
+
+
+def plan_value(name, default=None):
+    """A named value of the caller's plan ("schedules": how many it may have), or `default`."""
+    return _plan()[1].get(name, default)
 
 
 def plan_limit(bucket):

@@ -89,11 +89,12 @@ def _encryption_key(var_dir):
 # "requests" covers submit, cancel and list; "polls" covers GET of one task. Limit strings are
 # flask-limiter's ("60/minute", "5/second;100/hour"). "cdp": true lets the plan's keys open cloud browser
 # sessions with CDP access (create-cloud-browser-session); a plan without it gets none. RATE_LIMIT_PLANS
-# (JSON) adds plans or changes the named values of existing ones.
+# (JSON) adds plans or changes the named values of existing ones. "schedules": how many schedules a key of the plan
+# may have (app/schedules).
 DEFAULT_RATE_LIMIT_PLANS = {
-    "free": {"requests": "60/minute", "polls": "600/minute", "cdp": False},
-    "pro": {"requests": "600/minute", "polls": "6000/minute", "cdp": True},
-    "dev": {"requests": "6000/minute", "polls": "60000/minute", "cdp": True},
+    "free": {"requests": "60/minute", "polls": "600/minute", "cdp": False, "schedules": 10},
+    "pro": {"requests": "600/minute", "polls": "6000/minute", "cdp": True, "schedules": 100},
+    "dev": {"requests": "6000/minute", "polls": "60000/minute", "cdp": True, "schedules": 1000},
 }
 
 
@@ -123,6 +124,12 @@ def load():
         "DISPATCH_GRACE_SECONDS": _env("DISPATCH_GRACE_SECONDS", 10, int),
         "REDISPATCH_AFTER_SECONDS": _env("REDISPATCH_AFTER_SECONDS", 900, int),
         "SWEEP_INTERVAL_SECONDS": _env("SWEEP_INTERVAL_SECONDS", 10, float),
+        # Schedules (app/schedules): the shortest time between two fires a cron expression may give; how many
+        # failed runs in a row pause a schedule; how late a fire may run and still count as on time (a later one
+        # was missed, e.g. while beat was down, and catchUp decides).
+        "SCHEDULE_MIN_INTERVAL_SECONDS": _env("SCHEDULE_MIN_INTERVAL_SECONDS", 60, int),
+        "SCHEDULE_FAILURES_TO_PAUSE": _env("SCHEDULE_FAILURES_TO_PAUSE", 3, int),
+        "SCHEDULE_LATE_SECONDS": _env("SCHEDULE_LATE_SECONDS", 120, int),
         # Agent budgets and usage accounting.
         "MAX_STEPS": _env("MAX_STEPS", 50, int),
         "TASK_TIMEOUT_SECONDS": _env("TASK_TIMEOUT_SECONDS", 900, int),

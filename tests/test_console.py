@@ -380,6 +380,42 @@ def test_windows_page_and_window_picker(live, browser, key, unpublished):
     assert options == ["None", "Work laptop (online)"]
 
 
+def test_schedules_page_shows_next_runs_and_last_results_and_pauses(live, browser, key, unpublished):
+    from datetime import datetime, timezone
+
+    from app.schedules import service as schedules
+    from workers import sweeps
+
+    owner = key_row(key)
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    daily = schedules.create(owner.id, {"name": "Invoices at 7", "cron": "0 7 * * 1-5", "timeZone": "Europe/Oslo",
+                                        "task": {"prompt": "answer invoices fetched", **CLOUD}, "overlap": "skip",
+                                        "catchUp": "once"}, cap=10, now=start)["scheduleId"]
+    sweeps.fire_schedules(datetime(2030, 1, 1, 6, 0, 5, tzinfo=timezone.utc))  # 07:00 in Oslo
+    run = schedules.last_run(daily)["requestId"]
+    assert lifecycle.finish(run, "success", {"output": {"type": "text", "content": "12 invoices"}, "text": "12 invoices",
+                                             "actionTrace": [], "structuredOutput": None}, None)
+    sign_in(browser, live, key)
+    browser.find_element(By.LINK_TEXT, "Schedules").click()
+    card = browser.find_element(By.ID, f"schedule-{daily}")
+    assert "Invoices at 7" in card.text and "0 7 * * 1-5" in card.text and "Europe/Oslo" in card.text
+    next_runs = card.find_element(By.CSS_SELECTOR, "[data-next-runs]").text.splitlines()
+    assert len(next_runs) == 3 and all(line.endswith("06:00:00 UTC") for line in next_runs)
+    last = card.find_element(By.CSS_SELECTOR, "[data-last-run]").text
+    assert "2030-01-01 06:00:00 UTC" in last and "success" in last and "12 invoices" in last
+    screenshot(browser, "schedules")
+    card.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "Paused" in text_of(d, f"#schedule-{daily} [data-schedule-status]"), "paused")
+    assert "Paused in the console." in text_of(browser, f"#schedule-{daily}")
+    assert text_of(browser, f"#schedule-{daily} [data-next-runs]") == "—"
+    browser.find_element(By.CSS_SELECTOR, f"#schedule-{daily} button[type=submit]").click()
+    wait_for(browser, lambda d: "Active" in text_of(d, f"#schedule-{daily} [data-schedule-status]"), "active again")
+    other = make_key("mallory")
+    sign_in(browser, live, other)
+    browser.get(live.base + "/console/schedules")
+    assert "Invoices at 7" not in text_of(browser, "main")
+
+
 def api_submit(live, key, prompt, **fields):
     response = requests.post(live.base + "/fast/v2/remote-dispatch", headers={"x-api-key": key},
                              json={"prompt": prompt, **CLOUD, **fields}, timeout=10)

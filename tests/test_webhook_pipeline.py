@@ -45,7 +45,7 @@ def test_finished_task_is_delivered_signed_by_the_webhooks_worker(app, client, a
     task = poll(client, api_key, request_id).get_json()
     assert body == {"requestId": request_id, "secret": "s3cret", "status": "success", "browserWindowId": None,
                     "response": {"text": "Hello from the worker"}, "createdAt": task["createdAt"],
-                    "completedAt": task["completedAt"], "usage": task["usage"]}
+                    "completedAt": task["completedAt"], "usage": task["usage"], "trigger": "api"}
     assert received.header("Authorization") == "Bearer tok"
     row = wait_until(lambda: (r := delivery_of(request_id)) and r.state == "delivered" and r, "delivered")
     assert received.header("webhook-id") == row.id

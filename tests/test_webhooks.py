@@ -57,7 +57,7 @@ def test_payload_and_headers_match_the_spec_byte_for_byte(app, client, api_key, 
     assert received.body == json.dumps({
         "requestId": request_id, "secret": "s3cret", "status": "success", "browserWindowId": None,
         "response": {"text": "Hello"}, "createdAt": task["createdAt"],
-        "completedAt": task["completedAt"], "usage": USAGE,
+        "completedAt": task["completedAt"], "usage": USAGE, "trigger": "api",
     }, separators=(",", ":")).encode()
     assert received.method == "POST" and received.path == "/hook?source=remote-dispatch"
     headers = dict(received.headers)
@@ -111,7 +111,7 @@ def test_every_event_status_carries_the_spec_fields(client, api_key, receiver, s
     webhooks.deliver(webhook_id)
     body = json.loads(receiver.received[0].body)
     assert list(body) == ["requestId", "secret", "status", "browserWindowId", "response", "createdAt",
-                          "completedAt", "usage"]
+                          "completedAt", "usage", "trigger"]
     assert body["status"] == status and body["response"] == expected
     # completedAt is a timestamp on every event (a paused task: the time it paused).
     assert body["completedAt"].endswith("Z") and body["completedAt"] >= body["createdAt"]

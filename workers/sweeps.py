@@ -1,7 +1,7 @@
 """Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
 unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys;
 delete uploaded files older than FILE_TTL_SECONDS and recordings older than RECORDING_TTL_SECONDS; end idle
-cloud browser sessions; reap the browsers of dead workers."""
+cloud browser sessions; reap the browsers of dead workers; submit the runs of schedules that are due."""
 import logging
 
 from flask import current_app
@@ -12,6 +12,7 @@ from app.dispatch import recordings
 from app.dispatch.service import dispatch
 from app.files import service as files
 from app.profiles import service as profiles
+from app.schedules import service as schedules
 from app.sessions import service as sessions
 from app.extensions import db
 from app.models import IdempotencyKey, Task, WebhookDelivery, now, now_plus
@@ -149,3 +150,9 @@ def reap_browsers(config=None):
 
     config = config or current_app.config
     return reap(config["VAR_DIR"]) + len(reap_orphans(config))
+
+
+def fire_schedules(now=None):
+    """Submit the run of each schedule whose fire time has come (app/schedules); returns how many. `now`: the
+    clock, which tests set."""
+    return schedules.fire_due(now)

@@ -57,6 +57,11 @@ def purge_expired_files():
     return sweeps.purge_expired_files()
 
 
+@shared_task(name="workers.fire_schedules")
+def fire_schedules():
+    return sweeps.fire_schedules()
+
+
 @shared_task(name="workers.sweep_idle_sessions")
 def sweep_idle_sessions():
     return sweeps.end_idle_sessions()

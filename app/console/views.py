@@ -13,6 +13,7 @@ from ..errors import ApiError
 from ..files import serving, service as files
 from ..live import service as live
 from ..ratelimits import limiter, polls_limit, requests_limit
+from ..schedules import service as schedules
 from ..webhooks import service as webhooks
 from . import blp, forms, present
 from .session import check_csrf, csrf_token, current_key, sign_in, sign_out, signed_in
@@ -293,6 +294,33 @@ def replay(task_id):
 def windows():
     return render_template("console/windows.html", key=g.api_key,
                            windows=[present.window_with_tasks(g.api_key.id, w) for w in present.windows(g.api_key.id)])
+
+
+@blp.route("/schedules")
+@signed_in
+def schedules_page():
+    shown = schedules.list_schedules(g.api_key.id, limit=100)["schedules"]
+    for schedule in shown:
+        schedule["recentRuns"] = queries.list_tasks(g.api_key.id, limit=5, scheduleId=schedule["scheduleId"])["responses"]
+    return render_template("console/schedules.html", key=g.api_key, schedules=shown)
+
+
+@blp.route("/schedules/<schedule_id>/pause", methods=["POST"])
+@signed_in
+@requests_limit
+def schedule_pause(schedule_id):
+    schedules.pause(g.api_key.id, schedule_id, "Paused in the console.")
+    flash("Schedule paused: no runs until it is resumed.", "info")
+    return redirect(url_for("console.schedules_page"), 303)
+
+
+@blp.route("/schedules/<schedule_id>/resume", methods=["POST"])
+@signed_in
+@requests_limit
+def schedule_resume(schedule_id):
+    schedules.resume(g.api_key.id, schedule_id)
+    flash("Schedule resumed: it runs at its next time.", "info")
+    return redirect(url_for("console.schedules_page"), 303)
 
 
 @blp.route("/schema-check.json", methods=["POST"])

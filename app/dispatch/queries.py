@@ -54,6 +54,8 @@ def result(task):
         # A row finished before every ending wrote usage (app/lifecycle.py) still answers with one.
         "usage": task.usage or (NO_USAGE if task.completed_at else None),
         "hitlInputMetadata": task.hitl if task.status == "input-required" else None,
+        "trigger": "schedule" if task.schedule_id else "api",
+        "scheduleId": task.schedule_id,
     }
     if task.status == "pending":
         body["progress"] = {"actionTrace": task.trace or []}
@@ -78,20 +80,20 @@ def task_gif(api_key_id, task_id):
     return db.session.execute(select(TaskGif.data).where(TaskGif.task_id == task_id)).scalar_one_or_none()
 
 
-def list_tasks(api_key_id, status=None, limit=20, cursor=None):
+def list_tasks(api_key_id, status=None, limit=20, cursor=None, scheduleId=None):
     """The key's tasks, newest first, `limit` at a time; `cursor` continues after a page.
 
     A page also ends before LIST_PAGE_MAX_BYTES of stored results (it holds at least one task),
     so one request never loads more than that, however large the tasks.
     """
-    page = task_page(api_key_id, status=status, limit=limit, cursor=cursor,
+    page = task_page(api_key_id, status=status, limit=limit, cursor=cursor, schedule=scheduleId,
                      max_bytes=current_app.config["LIST_PAGE_MAX_BYTES"], columns=_RESULT_COLUMNS)
     return {"responses": [result(task) for task in page["tasks"]], "nextCursor": page["nextCursor"]}
 
 
 # What result() reads: a list page loads these columns only (not the prompt, options or conversation).
 _RESULT_COLUMNS = (Task.id, Task.status, Task.browser_window_id, Task.execution_mode, Task.response,
-                   Task.created_at, Task.completed_at, Task.usage, Task.hitl, Task.trace)
+                   Task.created_at, Task.completed_at, Task.usage, Task.hitl, Task.trace, Task.schedule_id)
 
 
 def _stored_size(column):
@@ -104,16 +106,18 @@ _RESULT_SIZE = (_stored_size(Task.response) + _stored_size(Task.trace) + _stored
 
 
 def task_page(api_key_id, status=None, mode=None, search=None, window=None, limit=20, cursor=None,
-              max_bytes=None, columns=None):
+              max_bytes=None, columns=None, schedule=None):
     """One page of the key's Task rows, newest first: {"tasks", "nextCursor"}.
 
     `mode` filters by executionMode, `search` by prompt text (case-insensitive substring),
-    `window` by browserWindowId. `max_bytes` ends the page early (after at least one task) once
+    `window` by browserWindowId, `schedule` by scheduleId. `max_bytes` ends the page early (after at least one task) once
     the stored results would exceed it; `columns` loads only those columns of each row.
     """
     query = select(Task.id, Task.created_at, _RESULT_SIZE).where(Task.api_key_id == api_key_id)
     if window:
         query = query.where(Task.browser_window_id == window)
+    if schedule:
+        query = query.where(Task.schedule_id == schedule)
     if status:
         query = query.where(Task.status == status)
     if mode:

@@ -660,6 +660,8 @@ class TaskResultSchema(ma.Schema):
     completedAt = fields.String(allow_none=True)
     usage = fields.Nested(UsageSchema, allow_none=True)
     hitlInputMetadata = fields.Dict(allow_none=True)
+    trigger = fields.String(metadata={"enum": ["api", "schedule"], "description": "What submitted the task"})
+    scheduleId = fields.String(allow_none=True, metadata={"description": "The schedule whose run this is"})
     progress = fields.Dict(allow_none=True, metadata={
         "description": "While pending: the actions taken so far."})
     replay = fields.Nested(ReplayInfoSchema, allow_none=True, metadata={
@@ -733,6 +735,8 @@ class Cursor(fields.Field):
 
 class ListQuerySchema(LenientSchema):
     status = fields.String(validate=validate.OneOf(STATUSES))
+    scheduleId = fields.String(validate=validate.Length(max=36), metadata={
+        "description": "Only the runs of this schedule (/fast/v2/schedules)"})
     limit = fields.Integer(load_default=20, validate=validate.Range(min=1, max=100))
     cursor = Cursor(metadata={"type": "string", "pattern": CURSOR_PATTERN,
                               "description": "nextCursor of the previous page (empty: the first page)"})

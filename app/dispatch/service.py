@@ -41,8 +41,11 @@ def agent_for(prompt):
     return agents.agent_for(prompt)
 
 
-def submit(api_key_id, data, idempotency_key=None):
+def submit(api_key_id, data, idempotency_key=None, schedule=None):
     """Store a task, commit, then publish it; returns (requestId, replayed).
+
+    `schedule`: (scheduleId, fire time) of a schedule's run (app/schedules), committed with whatever the caller's
+    transaction holds; a second task for the same fire time fails the commit (IntegrityError).
 
     With an idempotency key, a repeat of the same body within IDEMPOTENCY_TTL_SECONDS returns
     the original requestId (replayed=True) and creates nothing.
@@ -105,6 +108,8 @@ def submit(api_key_id, data, idempotency_key=None):
         mcp_sealed=seal(mcp_credentials),
         proxy_sealed=seal(upstream.settings(data["proxy"]) if data.get("proxy") else None),
         dispatched_at=datetime.now(timezone.utc),  # see dispatch(premarked=True)
+        schedule_id=schedule[0] if schedule else None,
+        fire_at=schedule[1] if schedule else None,
     ))
     if idempotency_key:
         db.session.add(IdempotencyKey(api_key_id=api_key_id, key=idempotency_key,

@@ -18,7 +18,10 @@ EVENT_STATUSES = ("success", "error", "input-required")
 
 
 def payload(task, status, callback):
-    """The body of the spec's Events table, serialised once so every retry sends the same bytes."""
+    """The body of the spec's Events table, serialised once so every retry sends the same bytes; with the task's
+    trigger (and a schedule's run, its schedule's state)."""
+    from ..schedules.service import webhook_fields  # it ends runs through app.lifecycle, which imports this
+
     response = task.response or {}
     body = {"text": response.get("text", "")}
     if task.options.get("responseFormat"):
@@ -35,6 +38,7 @@ def payload(task, status, callback):
         # A paused task has no completedAt yet; the event's time is when it paused.
         "completedAt": isoformat(task.completed_at or task.updated_at),
         "usage": task.usage,
+        **webhook_fields(task),
     }, separators=(",", ":"))
 
 

@@ -1,0 +1,1 @@
+"""Schedules: tasks that beat submits at the times a cron expression names, in an IANA time zone."""
