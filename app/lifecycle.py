@@ -157,7 +157,9 @@ def _finish_statement(names, terminal, by, notify):
     # What the finished-task metrics label and time it by (app/metrics), and a schedule's run its schedule, read back
     # by the same statement.
     returning = [_TASKS.c.callback_url, _TASKS.c.schedule_id, _TASKS.c.execution_mode, _TASKS.c.agent,
-                 _TASKS.c.started_at, _TASKS.c.completed_at] + ([func.pg_notify("task_finished", _TASKS.c.id)] if notify else [])
+                 _TASKS.c.started_at, _TASKS.c.completed_at]
+    if notify:
+        returning.append(func.pg_notify("task_finished", _TASKS.c.id))
     return update(_TASKS).where(and_(*condition)).values(**values).returning(*returning)
 
 
