@@ -276,7 +276,7 @@ def _new_session(config, box, proxy):
     and its tab's recorder added for its documents: (session id, window handle, recorder). Downloads go to the box's own folder (its policy says
     so too); a task's files are moved out at its end."""
     options = chrome_options(window_size(config), config.get("BROWSER_LOCALE", "en-US"), proxy,
-                             str(box.downloads), HARDENING_ARGUMENTS)
+                             str(box.downloads), HARDENING_ARGUMENTS, config["CHROMIUM_PATH"])
     options.binary_location = config["CHROMIUM_PATH"]
     options.add_argument(f"--user-data-dir={box.profile}")
     options.add_argument(f"--remote-debugging-port={sandbox.INNER_DEVTOOLS_PORT}")  # its socket: the live view's way in
@@ -314,8 +314,10 @@ class PooledBrowser(SeleniumBrowser):
     recorder, added by the pool, for the task's Recording to adopt (`ready_recorder`); at close the browser, its
     sandbox, its egress proxy and its folder end, and its downloads move to `download_dir`."""
 
-    def __init__(self, pooled, *, label="", time_zone=None, download_dir=None, should_stop=lambda: False):
+    def __init__(self, pooled, *, label="", time_zone=None, download_dir=None, should_stop=lambda: False,
+                 chromium_path=SeleniumBrowser.chromium_path):
         self.pooled, self.label, self.remote_url = pooled, label, None
+        self.chromium_path = chromium_path
         self.time_zone, self.should_stop, self.download_dir = time_zone, should_stop, download_dir
         self.profile = self.box = self.service = None  # its folder is removed in close, after its downloads moved
         self.uploads = pooled.uploads
