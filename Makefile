@@ -9,7 +9,7 @@ EVAL_STAMP := $(VENV)/.installed-eval
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar rrweb rrweb-or-warn detectors openapi docs bench bench-sessions bench-profile eval clean
+.PHONY: run test test-fast services browser browser-or-warn extension sdk grid-jar rrweb rrweb-or-warn detectors bench-identity openapi docs bench bench-sessions bench-profile eval clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -174,6 +174,12 @@ bench: $(TEST_STAMP) $(LLM_STAMP) browser extension rrweb detectors
 	$(BIN)/python -m bench.run
 
 ## Kept cloud browser sessions (bench/sessions.py): create → usable, warm session task ÷ fresh cloud_browser task.
+## What BotD and fpscanner find in our browser, in plain selenium.webdriver.Chrome() and in Chromium headful under
+## Xvfb with no automation (bench/identity.py, docs/browser-identity.md); Xvfb from Debian.
+bench-identity: $(STAMP) browser detectors
+	command -v Xvfb >/dev/null || apt-get install -y -q xvfb || { apt-get update -q && apt-get install -y -q xvfb; }
+	$(BIN)/python -m bench.identity
+
 bench-sessions: $(STAMP) browser
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.sessions
