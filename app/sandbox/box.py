@@ -210,8 +210,10 @@ class BrowserBox:
     session, which ends with the session. With `die_with_parent`, the kernel ends it with the starting thread."""
 
     def __init__(self, directory, *, owner_pid=None, proxy=None, downloads=None, devtools=False,
-                 die_with_parent=True, time_zone=None, binaries=()):
+                 die_with_parent=True, time_zone=None, binaries=(), drivers_dir=None):
         self.directory = Path(directory)
+        # Where the quiet copy of chromedriver is kept (quiet_chromedriver): beside the box unless told.
+        self.drivers_dir = Path(drivers_dir) if drivers_dir else self.directory.parent
         # Binaries outside /usr (a CHROMIUM_PATH of one's own) are shown to the sandbox read-only.
         self.binaries = sorted({os.path.dirname(os.path.realpath(path)) for path in binaries if path
                                 and not os.path.realpath(path).startswith("/usr/")})
@@ -251,7 +253,7 @@ class BrowserBox:
             raise HostUnavailable(f"browser directories must not contain , : ! quotes or backslashes: {self.directory}")
         ids = ensure_user()
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.quiet_drivers = [(quiet_chromedriver(driver, self.directory.parent), driver) for driver in self.drivers]
+        self.quiet_drivers = [(quiet_chromedriver(driver, self.drivers_dir), driver) for driver in self.drivers]
         os.chmod(self.directory, 0o755)  # the service's; inside, only what is bound below is visible
         write_marker(self.directory, self.owner_pid)
         etc = self.directory / "etc"

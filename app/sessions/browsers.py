@@ -67,6 +67,11 @@ def chain(config, session_id, proxy):
     EgressProxy(config, session_id, directory=egress_dir(config, session_id)).chain(proxy)
 
 
+# A kept browser's time zone, for all its tasks: the spec's default timeZone, as a task's browser has when its task
+# names none (a browser in UTC is a sign of a server: docs/browser-identity.md).
+SESSION_ZONE = "America/Los_Angeles"
+
+
 def chrome_options(config, proxy, profile_dir=None, downloads=None, local=False):
     """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
     its egress proxy; `local`: on this machine's Chromium (its version in the User-Agent), not a Grid's."""
@@ -121,7 +126,7 @@ def _launch_local(config, session_id, proxy, owner_pid=None):
     # In its sandbox (app/sandbox/box.py), as the browsers' user; not tied to this request's thread: it ends
     # with the session. DevTools is reached through its Unix socket at debugger_address (the CDP proxy's target).
     box = BrowserBox(root, owner_pid=owner_pid, proxy=proxy.address, devtools=True, die_with_parent=False,
-                     binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]))
+                     binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]), time_zone=SESSION_ZONE)
     try:
         box.prepare()
     except HostUnavailable as exc:

@@ -24,7 +24,7 @@ from .egress import HARDENING_ARGUMENTS
 from .kept_session import attach
 from .page_script import PageScript
 from .unix_connection import remote_connection
-from .selenium_driver import SeleniumBrowser, _reason, browsers_dir, chrome_options, missing_browser
+from .selenium_driver import SeleniumBrowser, _reason, browsers_dir, chrome_options, missing_browser, quiet_runtime
 from .world import World
 
 log = logging.getLogger(__name__)
@@ -236,8 +236,8 @@ class BrowserPool(Background):
         proc = None
         try:
             box = BrowserBox(directory, owner_pid=os.getpid(), proxy=egress.address, time_zone=DEFAULT_ZONE,
-                             devtools=True,
-                             binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"])).prepare()
+                             devtools=True, binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]),
+                             drivers_dir=self.root.parent).prepare()  # the pool's folder holds its boxes only
             proc = subprocess.Popen(box.command([config["CHROMEDRIVER_PATH"], f"--port={sandbox.INNER_DRIVER_PORT}",
                                                  f"--log-path={box.run / 'chromedriver.log'}", "--log-level=OFF"]),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -285,6 +285,11 @@ def _new_session(config, box, proxy):
     driver = webdriver.Remote(command_executor=remote_connection(box.driver_url), options=options)
     try:
         PageScript(driver).install()  # the task's first page has page.js from its start
+        # What a task's driver does in each tab it meets (SeleniumBrowser._emulate), done now, off the claim's path.
+        quiet_runtime(driver)
+        identity = sandbox.identity_override(config["CHROMIUM_PATH"])
+        if identity:
+            driver.execute("executeCdpCommand", {"cmd": "Emulation.setUserAgentOverride", "params": identity})
         return driver.session_id, driver.current_window_handle, _add_recorder(config, driver)
     finally:
         driver.command_executor.close()
@@ -334,7 +339,8 @@ class PooledBrowser(SeleniumBrowser):
             # The pool read the tab's handle (a ready.json of an older pool has none: asked here, as before).
             self._known_handles = (list(pooled.handles) if pooled.handles else [pooled.window_handle]
                                    if pooled.window_handle else list(self.driver.window_handles))
-            self._emulate(pooled.window_handle or self._known_handles[-1])
+            self.driver.quiet = True  # its pool turned chromedriver's Runtime off in this tab (_new_session)
+            self._emulate(pooled.window_handle or self._known_handles[-1], prepared=True)
         except (WebDriverException, OSError) as exc:
             log.warning("pooled browser %s did not answer at its takeover: destroyed, not used",
                         os.path.basename(pooled.directory))

@@ -250,14 +250,16 @@ class SeleniumBrowser(Browser):
         self.driver = TrackedDriver(command_executor=UnixRemoteConnection(self.box.driver_url), options=options)
         self.driver.file_detector = UselessFileDetector()  # chromedriver here reads the (staged) path itself
 
-    def _emulate(self, handle):
+    def _emulate(self, handle, prepared=False):
         """Per tab, once chromedriver has attached to it: its Runtime domain off (quiet_runtime), a local Chromium's
         User-Agent with a desktop's client hints (box.identity_override), and where the browser's TZ is not the
-        task's (a Grid node, a pooled browser), the time zone overridden through CDP."""
-        quiet_runtime(self.driver, handle)
+        task's (a Grid node, a pooled browser), the time zone overridden through CDP. `prepared`: a pooled browser's
+        first tab, whose Runtime and client hints its pool set (pool.py _new_session)."""
+        if not prepared:
+            quiet_runtime(self.driver, handle)
         if self.identity is None and not self.remote_url:
             self.identity = sandbox.identity_override(self.chromium_path) or {}
-        if self.identity:
+        if self.identity and not prepared:
             try:
                 self.driver.execute("executeCdpCommand", {"cmd": "Emulation.setUserAgentOverride",
                                                           "params": self.identity})
