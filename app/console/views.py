@@ -7,6 +7,8 @@ from flask import (Response, abort, current_app, flash, g, jsonify, redirect, re
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from ..codes import service as codes
+from ..credentials import service as stored_credentials
 from ..dispatch import schemas as dispatch_schemas
 from ..dispatch import queries, recordings, service as tasks
 from ..errors import ApiError
@@ -293,6 +295,15 @@ def replay(task_id):
 def windows():
     return render_template("console/windows.html", key=g.api_key,
                            windows=[present.window_with_tasks(g.api_key.id, w) for w in present.windows(g.api_key.id)])
+
+
+@blp.route("/credentials")
+@signed_in
+def credentials():
+    """The key's stored credentials and claimed addresses: names, sites and fields, never a value."""
+    return render_template("console/credentials.html", key=g.api_key,
+                           credentials=stored_credentials.listing(g.api_key.id)["credentials"],
+                           addresses=codes.addresses(g.api_key.id)["addresses"])
 
 
 @blp.route("/schema-check.json", methods=["POST"])
