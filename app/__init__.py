@@ -11,6 +11,8 @@ def create_app(overrides=None):
     from . import cli, console, errors, health, parsing, ratelimits
     from .accounts.routes import blp as accounts_blp
     from .api import SWAGGER_UI_ASSETS, api, swagger_ui_assets
+    from .codes.routes import blp as codes_blp
+    from .credentials.routes import blp as credentials_blp
     from .dispatch.routes import blp as dispatch_blp
     from .broker import Broker
     from .extensions import db
@@ -58,6 +60,8 @@ def create_app(overrides=None):
     api.register_blueprint(scripts_blp)
     api.register_blueprint(schedules_blp)
     api.register_blueprint(profiles_blp)
+    api.register_blueprint(credentials_blp)
+    api.register_blueprint(codes_blp)
     api.register_blueprint(accounts_blp)
     api.register_blueprint(live_blp)
     app.register_blueprint(live_pages)

@@ -6,7 +6,7 @@ import os
 
 import click
 from flask import current_app
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import func, select
 
 from .crypto import hash_key, new_api_key, new_webhook_secret, seal, unseal
@@ -197,6 +197,36 @@ def mcp_stdio(print_config):
     click.echo(json.dumps({"mcpServers": {"remote-dispatch": entry}}, indent=2))
 
 
+@click.command("mail")
+@with_appcontext
+def mail():
+    """Run the SMTP receiver for one-time codes and sign-in links on SMTP_BIND (host:port).
+
+    Mail to an address an API key claimed (POST /fast/v2/codes/addresses) is kept for that key; mail to any
+    other address is refused. With SMTP_BIND unset the receiver is off: the process waits and does nothing.
+    """
+    import signal
+    import threading
+
+    from .codes.mail import receiver
+
+    stopped = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: stopped.set())
+    bind = current_app.config["SMTP_BIND"]
+    if not bind:
+        click.echo("SMTP_BIND is not set: the mail receiver is off.")
+        stopped.wait()
+        return
+    controller = receiver(current_app._get_current_object(), bind)
+    controller.start()
+    click.echo(f"mail receiver listening on {bind}")
+    try:
+        stopped.wait()
+    finally:
+        controller.stop()
+
+
 def with_migrations(app):
     """Bind Flask-Migrate (Alembic, the `db` commands) to `app`, which returns. Only this CLI and the code that
     builds a schema (tests, benchmarks) need it: the web and worker processes do not import it, which keeps
@@ -230,4 +260,5 @@ def register(app):
     app.cli.add_command(dev_key)
     app.cli.add_command(flower)
     app.cli.add_command(mcp_stdio)
+    app.cli.add_command(mail)
 

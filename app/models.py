@@ -423,3 +423,50 @@ class Profile(db.Model):
     last_used_at = mapped_column(UtcDateTime, server_default=now(), nullable=False, index=True)
 
     __table_args__ = (UniqueConstraint("api_key_id", "name"),)
+
+
+class Credential(db.Model):
+    """A stored sign-in of one API key (app/credentials): username, password and TOTP URI sealed together with
+    ENCRYPTION_KEY, typed only into pages on `sites`. `fields`: which of them it has (all a route ever shows)."""
+
+    __tablename__ = "credentials"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    sites: Mapped[list] = mapped_column(JSON)
+    fields: Mapped[list] = mapped_column(JSON)
+    values_sealed: Mapped[str] = mapped_column(Text)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+    updated_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+    __table_args__ = (UniqueConstraint("api_key_id", "name"),)
+
+
+class CodeAddress(db.Model):
+    """An identifier (an email address, a phone number) one API key has claimed: mail the SMTP receiver gets for
+    it is kept for that key alone. One key per identifier (the primary key), first claim wins."""
+
+    __tablename__ = "code_addresses"
+
+    identifier: Mapped[str] = mapped_column(String(320), primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+
+class CodeMessage(db.Model):
+    """A one-time code or sign-in link that arrived for an identifier (POST /fast/v2/codes, or mail), kept for one
+    API key; `sealed`: {"code", "link"} with ENCRYPTION_KEY. Read by a task's `${code:...}` / `${link:...}`."""
+
+    __tablename__ = "code_messages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    identifier: Mapped[str] = mapped_column(String(320))
+    has_code: Mapped[bool] = mapped_column(Boolean, default=False)
+    has_link: Mapped[bool] = mapped_column(Boolean, default=False)
+    sealed: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(10))  # "api" or "mail"
+    received_at = mapped_column(UtcDateTime, server_default=now(), nullable=False)
+
+    __table_args__ = (Index("ix_code_messages_key_identifier", "api_key_id", "identifier", "received_at"),)

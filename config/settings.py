@@ -140,6 +140,10 @@ def load():
         "CREDITS_PER_1K_TOKENS": _env("CREDITS_PER_1K_TOKENS", 0.1, float),
         "NO_PROGRESS_REPEATS": _env("NO_PROGRESS_REPEATS", 3, int),
         "INPUT_TIMEOUT_SECONDS": _env("INPUT_TIMEOUT_SECONDS", 86400, int),
+        # How long a step waits for a one-time code or sign-in link (${code:...}, ${link:...}) to arrive.
+        "CODE_WAIT_SECONDS": _env("CODE_WAIT_SECONDS", 300, float),
+        # The SMTP receiver (`remote-dispatch mail`, Procfile `mail`): host:port to listen on; empty: off.
+        "SMTP_BIND": _env("SMTP_BIND", ""),
         # How long a cloud_browser task's browser is kept as it is at an input-required pause (docs/agent.md says
         # why 15 minutes); after that an answer resumes in a fresh browser with the pause's snapshot. 0: never kept.
         "INPUT_KEEP_BROWSER_SECONDS": _env("INPUT_KEEP_BROWSER_SECONDS", 900, float),

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 
 class PageServer:
-    def __init__(self, pages=None, statuses=None, files=None, handlers=None):
+    def __init__(self, pages=None, statuses=None, files=None, handlers=None, host="127.0.0.1"):
         self.pages = dict(pages or {})
         self.handlers = dict(handlers or {})  # path -> f(query dict) -> html: a page the server decides
         self.statuses = dict(statuses or {})  # path -> HTTP status of its page (default 200), e.g. a 404 page
@@ -15,11 +15,16 @@ class PageServer:
         # `seconds` after its first (a download still being written)
         self.files = dict(files or {})
         self.requests = []  # request paths with their query strings, exactly as received
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.host = host  # another loopback address (127.0.0.2) is another host to the browser
+        self._server = ThreadingHTTPServer((host, 0), self._handler())
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def url(self, path="/"):
-        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+        return f"http://{self.host}:{self._server.server_address[1]}{path}"
+
+    @property
+    def port(self):
+        return self._server.server_address[1]
 
     def close(self):
         self._server.shutdown()

@@ -13,6 +13,8 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from app import lifecycle
 from app.agents import split_prefix
 from app.dispatch.service import dispatch
+from app.credentials import service as credentials
+from app.credentials.placeholders import arrivals, placeholder_text
 from app.crypto import seal, unseal
 from app.extensions import db
 from app.files.service import referenced_keys, task_files
@@ -21,6 +23,7 @@ from app.scripts.format import secrets_of
 from app.scripts.service import add_version
 
 from .agent.actions import Outcome
+from .agent.arrivals import waiter
 from .agent.conversation import Conversation
 from .agent.environments import environment_for
 from .agent.loop import AgentLoop, Budget, RunState, _ms, _ts
@@ -82,7 +85,8 @@ def execute_task(task_id, node=None):
         log.info("task %s not claimable; duplicate or finished message ignored", task_id)
         return
     config = current_app.config
-    secrets = Secrets(unseal(task.secrets_sealed))
+    named = placeholder_text(task.prompt, task.options)  # stored credentials and codes it names
+    secrets = Secrets(unseal(task.secrets_sealed), credentials.for_task(task.api_key_id, named), arrivals(named))
     secrets.hide(credential_values(unseal(task.mcp_sealed)))  # MCP credentials: never in traces or logs
     if task.hitl and secrets.generators:  # resumed: a one-time code typed before the pause may still be shown
         secrets.remember_codes(task.created_at.timestamp(), time.time())
@@ -112,6 +116,8 @@ def execute_task(task_id, node=None):
             return cancelled[0] or person.hold()
 
         person = PersonControl(task, owner, lambda: _run_flags(task_id, seen), seen, shown, halted)
+        if secrets.arrivals:
+            secrets.wait = waiter(task.api_key_id, config["CODE_WAIT_SECONDS"], stop, secrets)
         loop, snapshot, kept = None, None, False
         time_up = Outcome("error", "Time limit reached: the worker's time limit for one task "
                                    f"({config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")

@@ -7,6 +7,8 @@ from flask import (Response, abort, current_app, flash, g, jsonify, redirect, re
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from ..codes import service as codes
+from ..credentials import service as stored_credentials
 from ..dispatch import schemas as dispatch_schemas
 from ..dispatch import queries, recordings, service as tasks
 from ..errors import ApiError
@@ -321,6 +323,15 @@ def schedule_resume(schedule_id):
     schedules.resume(g.api_key.id, schedule_id)
     flash("Schedule resumed: it runs at its next time.", "info")
     return redirect(url_for("console.schedules_page"), 303)
+
+
+@blp.route("/credentials")
+@signed_in
+def credentials():
+    """The key's stored credentials and claimed addresses: names, sites and fields, never a value."""
+    return render_template("console/credentials.html", key=g.api_key,
+                           credentials=stored_credentials.listing(g.api_key.id)["credentials"],
+                           addresses=codes.addresses(g.api_key.id)["addresses"])
 
 
 @blp.route("/schema-check.json", methods=["POST"])

@@ -600,6 +600,9 @@ class TraceEntrySchema(ma.Schema):
                        "(cloudBrowserSessionName, or task-<requestId>)"})
     refused = fields.List(fields.String(), metadata={
         "description": "Browser steps: what the egress policy refused meanwhile (\"GET host:port: why\")"})
+    waited = fields.String(metadata={
+        "description": "A step that used `${code:TO}` or `${link:TO}`: how long it waited for it (\"waited 41 s "
+                       "for a code to ada@example.test\")"})
     running = fields.Boolean(metadata={
         "description": "Progress only: a `wait` step still running (replaced by its entry when it ends)"})
     planner = fields.String(metadata={

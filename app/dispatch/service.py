@@ -17,6 +17,9 @@ from ..crypto import seal, unseal
 from ..egress import upstream
 from ..errors import ApiError, invalid
 from ..extensions import db
+from ..codes import service as codes
+from ..credentials import service as credentials
+from ..credentials.placeholders import placeholder_text
 from ..files.service import referenced_keys, require_files
 from ..profiles import service as profiles
 from ..scripts import service as scripts
@@ -78,6 +81,9 @@ def submit(api_key_id, data, idempotency_key=None, schedule=None):
     options = {name: data[name] for name in OPTION_FIELDS if data.get(name) is not None}
     if replay is not None:
         options["replay"] = replay
+    named = placeholder_text(data["prompt"], options)
+    credentials.check_named(api_key_id, named)  # 400 naming a credential the key does not have
+    codes.claim_for_task(api_key_id, named)  # the addresses it waits on become the key's (409: another key's)
     mcp_credentials = None
     if data.get("mcpServers"):
         options["mcpServers"], mcp_credentials = split_mcp_credentials(data["mcpServers"])

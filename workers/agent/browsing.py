@@ -355,10 +355,11 @@ class BrowserEnvironment(Environment):
         # `text` holds real secret values here: the observation names the field, never the text, and the recording
         # masks every element that gets the keys (an OTP widget moves the focus from box to box) for good.
         guard = self.recording is not None and self.secrets is not None and self.secrets.holds(text)
+        held = self.secrets.sites_for(text) if self.secrets is not None else {}
         if guard:
             self.recording.guard(True)
         try:
-            return self._act(lambda: self.browser.type(target, text),
+            return self._act(lambda: self.browser.type(target, text, where=_on_sites(held) if held else None),
                              lambda info: f"typed into {page_view.element_line(info)}")
         finally:
             if guard:
@@ -486,3 +487,19 @@ def _names(folder):
         return os.listdir(folder)
     except OSError:
         return []
+
+
+def _on_sites(held):
+    """The check a stored credential's value is typed under: `check(top URL, URL of the frame typed into)` raises
+    BrowserError unless both are on each held credential's sites (a look-alike host, a redirect elsewhere, a frame
+    of another origin are refused before a key is sent)."""
+    from app.credentials.placeholders import on_sites, origin
+
+    def check(top, frame):
+        for name, sites in held.items():
+            for what, url in (("the page", top), ("the frame typed into", frame)):
+                if not on_sites(url, sites):
+                    raise BrowserError(f"Not typed: ${{{name}}} is a stored credential for {', '.join(sites)}, and "
+                                       f"{what} is {origin(url) or 'not a web page'}. It is only typed into a page "
+                                       "whose address and frame are on its sites.")
+    return check

@@ -10,7 +10,7 @@ from app import json_schemas
 
 from . import completion, page_view
 from .actions import Finish, Observation, Outcome, PlannerError, Stopped
-from .secrets import Secrets
+from .secrets import ArrivalTimeout, Secrets
 
 log = logging.getLogger(__name__)
 ENDINGS = ("answer", "ask_user", "fail")  # actions that end a run: allowed when the step budget is spent
@@ -104,7 +104,7 @@ class AgentLoop:
         self.planner.should_stop = self.should_stop
         try:
             outcome = self._steps(started)
-        except (BudgetExceeded, PlannerError) as exc:
+        except (BudgetExceeded, PlannerError, ArrivalTimeout) as exc:
             outcome = Outcome("error", str(exc))
         except Stopped:
             outcome = Outcome("error", "cancelled")
@@ -186,7 +186,16 @@ class AgentLoop:
                 self.on_progress(self.state)
             try:
                 # The only place real secret values exist: the arguments handed to the environment.
-                observation = self.environment.execute(replace(action, args=self.secrets.substitute(action.args)))
+                args = self.secrets.substitute(action.args)
+                if action.name not in ("type", *ENDINGS) and (held := self.secrets.sites_for(args)):
+                    # A stored credential is typed into a page on its sites, never sent anywhere else (a URL, a
+                    # tool's arguments): the step fails, saying so. (An ending's text is redacted before it is kept.)
+                    observation = Observation(
+                        f"refused: {', '.join('${%s}' % name for name in held)} is a stored credential: it is only "
+                        "typed into a field of a page on its sites, never used in a " + action.name + " step.",
+                        self.environment.url() or "", failed=True)
+                else:
+                    observation = self.environment.execute(replace(action, args=args))
             except Finish as finish:
                 outcome = self._finishing(action, finish.outcome)
                 if outcome is None:
@@ -221,6 +230,9 @@ class AgentLoop:
             else:
                 failed.clear()
             entry.update(self.environment.trace_fields())
+            if self.secrets.waited:  # a code or link this step waited for ("waited 41 s for a code to ...")
+                entry["waited"] = "; ".join(self.secrets.waited)
+                self.secrets.waited.clear()
             if observation.refused:
                 entry["refused"] = [self.secrets.redact(refusal) for refusal in observation.refused]
             if running:

@@ -10,12 +10,28 @@ from app import totp
 
 MAX_REMEMBERED_SECONDS = 86400  # a question waits at most INPUT_TIMEOUT_SECONDS (a day by default)
 CODE_SEPARATOR = r"[\s.,_·-]?"  # what a page may put between a code's digits
-PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
+# `${NAME}` (secretVariables), `${cred:NAME.field}` (a stored credential), `${code:TO}` / `${link:TO}` (a code or
+# sign-in link that arrives for TO while the task runs: app/codes).
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*|cred:[A-Za-z0-9][A-Za-z0-9_-]*\.[a-z]+|"
+                         r"(?:code|link):[^\s{}]{1,320})\}")
+
+
+class ArrivalTimeout(Exception):
+    """No code or link arrived for a `${code:...}` / `${link:...}` within CODE_WAIT_SECONDS."""
 
 
 class Secrets:
-    def __init__(self, values=None):
-        values = {name: str(value) for name, value in (values or {}).items()}
+    def __init__(self, values=None, credentials=None, arrivals=None):
+        """`credentials`: {"cred:NAME.field": (value, sites)} of the stored credentials the task names, typed only
+        into pages on their sites (`sites_for`); `arrivals`: the ("code"|"link", identifier) the task waits for,
+        filled by `wait(kind, identifier)` (set by the runner) when a step uses them."""
+        credentials = credentials or {}
+        self.sites = {name: sites for name, (_, sites) in credentials.items()}
+        values = {name: str(value) for name, value in {
+            **(values or {}), **{name: value for name, (value, _) in credentials.items()}}.items()}
+        self.arrivals = [f"{kind}:{identifier}" for kind, identifier in (arrivals or [])]
+        self.wait = None
+        self.waited = []  # trace lines of the waits for codes and links ("waited 41 s for a code to ...")
         # An otpauth:// URI types a fresh one-time code at each use (app.totp); the URI and its seed stay hidden.
         self.generators = {name: generator for name, value in values.items()
                            if (generator := _generator(value)) is not None}
@@ -49,7 +65,22 @@ class Secrets:
         self._redactions = redactions  # one assignment: log filters on other threads see the old or the new list
 
     def names(self):
-        return sorted([*self.values, *self.generators])
+        return sorted([*self.values, *self.generators, *self.arrivals])
+
+    def sites_for(self, value):
+        """{placeholder: sites} of the stored credentials whose values `value` (an action's arguments, values
+        substituted) holds: the page they are typed into must be on those sites."""
+        text = value if isinstance(value, str) else repr(value)
+        found = {}
+        for name, sites in self.sites.items():
+            if name in self.values:
+                held = self.values[name] in text
+            else:  # a credential's TOTP: the codes generated for it
+                held = any(placeholder == "${%s}" % name and re.search(rf"(?<![0-9]){code}(?![0-9])", text)
+                           for code, placeholder in self._codes.items())
+            if held:
+                found[name] = sites
+        return found
 
     def holds(self, text):
         """Whether `text` (an action's argument, values substituted) holds a secret value."""
@@ -105,6 +136,8 @@ class Secrets:
 
     def _value(self, match):
         name = match[1]
+        if name.startswith(("code:", "link:")):
+            return self._arrived(name)
         generator = self.generators.get(name)
         if generator is None:
             return self.values.get(name, match[0])
@@ -113,6 +146,20 @@ class Secrets:
             self._codes[code] = match[0]
             self._compile()
         return code
+
+    def _arrived(self, name):
+        """The newest code or link for `name`'s identifier (waited for: `wait` raises ArrivalTimeout), hidden
+        before it is typed or opened, as a TOTP code is."""
+        kind, identifier = name.split(":", 1)
+        if self.wait is None:
+            raise ArrivalTimeout(f"${{{name}}}: codes and links are not received here.")
+        value = self.wait(kind, identifier)
+        if kind == "code" and value.isdigit():
+            self._codes.setdefault(value, "${%s}" % name)
+        else:
+            self._pairs.append((value, "${%s}" % name))
+        self._compile()
+        return value
 
     def redact(self, value):
         """Replace every secret value by its placeholder, in strings nested anywhere in `value`."""
@@ -129,7 +176,7 @@ class Secrets:
     @contextlib.contextmanager
     def redacting_logs(self):
         """While the task runs, every log record (from any library) is redacted before a handler writes it."""
-        if not self._redactions:
+        if not self._redactions and not self.arrivals:  # a code that arrives later is redacted from then on
             yield
             return
         redactor = _RedactingFilter(self)

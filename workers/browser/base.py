@@ -88,7 +88,9 @@ class Browser:
 
     # acting
     def click(self, target): raise NotImplementedError
-    def type(self, target, text): raise NotImplementedError  # clears first; `text` has real secret values
+    # clears first; `text` has real secret values. `where(top URL, URL of the target's frame)`, when given, is
+    # called just before the keys are sent, in the target's frame, and raises BrowserError to refuse.
+    def type(self, target, text, where=None): raise NotImplementedError
     def select(self, target, option): raise NotImplementedError
     def press(self, keys): raise NotImplementedError  # "Enter", "Control+a"
     def scroll(self, direction="down", target=None): raise NotImplementedError

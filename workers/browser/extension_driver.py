@@ -94,7 +94,10 @@ class ExtensionBrowser(Browser):
     def click(self, target):
         return self._command("click", target=str(target))
 
-    def type(self, target, text):
+    def type(self, target, text, where=None):
+        if where is not None:  # the extension reports the tab's URL, not a frame's: a frame counts as the tab
+            here = self.current_url()
+            where(here, here)
         return self._command("type", target=str(target), text=text)
 
     def select(self, target, option):

@@ -637,11 +637,15 @@ class SeleniumBrowser(Browser):
         self._settle(opens_tab=bool(info.get("opensTab")))
         return info
 
-    def type(self, target, text):
-        return self._routed(target, lambda: self._type(target, text))
+    def type(self, target, text, where=None):
+        return self._routed(target, lambda: self._type(target, text, where))
 
-    def _type(self, target, text):
+    def _type(self, target, text, where=None):
         element, info = self._native(target)
+        if where is not None:
+            # The browser's own top-level URL, and the frame's `location` (unforgeable by the page) where WebDriver
+            # is now: the document the element is in, or the same-origin document holding it.
+            where(self.driver.current_url, self._page(self.driver.execute_script, "return location.href;"))
         if element is not None and info.get("tag") in ("input", "textarea"):
             try:
                 element.clear()

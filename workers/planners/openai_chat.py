@@ -38,6 +38,18 @@ def vision_enabled(config):
     return any(name in model for name in VISION_MODELS)
 
 
+def _kind_of_secret(name, brief):
+    if name in brief.one_time_codes:
+        return " (a one-time code: each use types the current one)"
+    if name.startswith("code:"):
+        return f" (the one-time code sent to {name[5:]}: type it when the site has sent it; it is waited for)"
+    if name.startswith("link:"):
+        return f" (the sign-in link sent to {name[5:]}: go_to it when the site has sent it; it is waited for)"
+    if name.startswith("cred:"):
+        return " (a stored credential: typed only into a page on its own sites)"
+    return ""
+
+
 def system_prompt(brief):
     parts = [AGENTS[brief.agent],
              "When the task is done, call `answer`; when you need information only the user has, call `ask_user`.",
@@ -45,9 +57,7 @@ def system_prompt(brief):
     if brief.secret_names:
         parts.append("Secret placeholders (their values are hidden from you and filled in when a tool runs; "
                      "write them exactly like this in tool arguments): "
-                     + ", ".join("${%s}" % name + (" (a one-time code: each use types the current one)"
-                                                   if name in brief.one_time_codes else "")
-                                 for name in brief.secret_names) + ".")
+                     + ", ".join("${%s}" % name + _kind_of_secret(name, brief) for name in brief.secret_names) + ".")
     if brief.variables:
         parts.append("Input variables (the `variables` dictionary): "
                      + json.dumps(brief.variables, ensure_ascii=False, default=str))

@@ -79,6 +79,7 @@
         action.appendChild(document.createTextNode(e.action));
         li.appendChild(action);
         if (e.reason) li.appendChild(el("span", "step-reason", "Reason: " + e.reason));
+        if (e.waited) li.appendChild(el("span", "step-waited", e.waited.charAt(0).toUpperCase() + e.waited.slice(1)));
         li.appendChild(el("span", "step-url", e.url));
         li.appendChild(el("span", "step-duration", ms(e.durationMs)));
         timeline.appendChild(li);
