@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 revision = '0022c'
-down_revision = '0021e'
+down_revision = '0022s'
 branch_labels = None
 depends_on = None
 
