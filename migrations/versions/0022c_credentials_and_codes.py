@@ -1,7 +1,7 @@
 """stored credentials, claimed code addresses, and the codes and links that arrive for them
 
 Revision ID: 0022c
-Revises: 0021e
+Revises: 0022s
 Create Date: 2026-12-07 09:20:00.000000
 
 """
