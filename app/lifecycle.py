@@ -15,6 +15,7 @@ from .bounds import bounded_response, bounded_trace, truncate
 from .dispatch.queries import NO_USAGE
 from .extensions import db
 from .models import Task, now, now_plus
+from .schedules.runs import record_outcome
 from .webhooks.outbox import add_delivery, publish
 
 log = logging.getLogger(__name__)
@@ -124,9 +125,7 @@ def finish(task_id, status, response, usage, trace=None, error=None, owner=None,
     if won is None:
         db.session.rollback()
         return False
-    if won.schedule_id is not None:  # a schedule's run: its failures in a row, in this transaction
-        from .schedules.service import record_outcome
-
+    if won.schedule_id is not None and status in TERMINAL:  # a schedule's run: its failures in a row, here
         record_outcome(won.schedule_id, task_id, status, error)
     # Only a task with a callback needs reading back for its webhook payload.
     delivery_id = add_delivery(db.session.get(Task, task_id), status) if won.callback_url else None

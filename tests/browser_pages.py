@@ -1,4 +1,5 @@
 """Loopback servers for the browser-egress tests: a page server that records requests and a canary that counts."""
+import os
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +13,7 @@ class RecordingServer:
     def __init__(self, pages):
         self.pages = pages
         self.requests = []  # (path, headers dict)
+        self.peer_pids = []  # per request, the processes holding the connection's other end (the proxy's, behind one)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -34,6 +36,7 @@ class RecordingServer:
 
             def do_GET(self):
                 server.requests.append((self.path, dict(self.headers)))
+                server.peer_pids.append(pids_of_connection(self.client_address[1], server.port))
                 page = server.pages.get(self.path.split("?")[0])
                 if page is None:
                     status, headers, body = 404, {}, "not here"
@@ -114,3 +117,38 @@ class UdpCanary:
 
     def close(self):
         self.sock.close()
+
+
+def pids_of_connection(local_port, remote_port):
+    """The processes holding the loopback TCP socket from `local_port` to `remote_port` (/proc/net/tcp's inode of
+    that socket, found among each process's open files), while it is open."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if (int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)) == (local_port,
+                                                                                                  remote_port):
+                    inodes.add(f"socket:[{fields[9]}]")
+    pids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in os.listdir(f"/proc/{pid}/fd")):
+                pids.add(int(pid))
+        except OSError:
+            continue
+    return pids
+
+
+def group_pids(pgid):
+    """The processes of process group `pgid`."""
+    pids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if int(stat.read().rsplit(")", 1)[1].split()[2]) == pgid:
+                    pids.add(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return pids
+

@@ -10,6 +10,7 @@ from email import policy
 from aiosmtpd.controller import Controller
 
 from ..errors import ApiError
+from ..extensions import db
 from . import service
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,6 @@ class CodeMail:
             try:
                 return function(*args)
             finally:
-                from ..extensions import db
                 db.session.remove()
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import requests
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
+from ..errors import ApiError
+
 
 class ToolError(Exception):
     """A call the service refused: its `{error, message}` body becomes the tool's error text."""
@@ -54,8 +56,6 @@ class InProcess:
     def waiting(self):
         """A place among this process's waiting requests (those of `wait: true` too), or a 503 tool error: a tool
         that waits holds a gunicorn thread as they do."""
-        from ..errors import ApiError
-
         try:
             with self.app.extensions["task_waiters"].slot():
                 yield

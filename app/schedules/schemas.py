@@ -6,7 +6,7 @@ from ..dispatch.schemas import Cursor, LenientSchema, SubmitSchema
 
 OVERLAPS = ("skip", "queue", "allow")
 CATCH_UPS = ("none", "once")
-SCHEDULE_CURSOR = r"^$|^[0-9]{1,20}\.[A-Za-z0-9-]{1,36}$"
+SCHEDULE_CURSOR = r"^$|^[0-9]{1,16}\.[A-Za-z0-9-]{1,36}$"
 
 
 class TaskBody(fields.Dict):

@@ -11,6 +11,7 @@ from ..crypto import seal_text, unseal, unseal_text
 from ..dispatch.queries import isoformat
 from ..extensions import db
 from ..models import WebhookDelivery, now
+from ..schedules.runs import webhook_fields
 
 log = logging.getLogger(__name__)
 
@@ -20,8 +21,6 @@ EVENT_STATUSES = ("success", "error", "input-required")
 def payload(task, status, callback):
     """The body of the spec's Events table, serialised once so every retry sends the same bytes; with the task's
     trigger (and a schedule's run, its schedule's state)."""
-    from ..schedules.service import webhook_fields  # it ends runs through app.lifecycle, which imports this
-
     response = task.response or {}
     body = {"text": response.get("text", "")}
     if task.options.get("responseFormat"):
