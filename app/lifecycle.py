@@ -5,6 +5,7 @@ racing sweep can never both win: exactly one finaliser ends a task.
 """
 import functools
 import logging
+from datetime import datetime, timezone
 
 from flask import current_app
 from sqlalchemy import Float, and_, bindparam, func, or_, select, update
@@ -12,7 +13,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from .metrics import events as metrics
 from .bounds import bounded_response, bounded_trace, truncate
-from .dispatch.queries import NO_USAGE
+from .dispatch.queries import NO_USAGE, isoformat
 from .extensions import db
 from .models import Task, now, now_plus
 from .schedules.runs import record_outcome
@@ -166,6 +167,28 @@ def failure_response(message):
     """The `response` of a failed task: callers always find `text` and `output`."""
     return {"output": {"type": "text", "content": message}, "text": message,
             "structuredOutput": None, "actionTrace": None}
+
+
+def final_trace_entry(action, usage):
+    """The last entry of a trace that something other than its run ended (a cancel, a sweep), with credits."""
+    stamp = isoformat(datetime.now(timezone.utc))
+    return {"url": "", "action": action, "credits": usage.get("credits", 0.0),
+            "startTs": stamp, "endTs": stamp, "durationMs": 0}
+
+
+def end_unheld(task_id, message, holder_lost=False):
+    """A sweep ends as error a task whose run is gone (lease lapsed, machine lost); True if it won.
+    What the run had done stays: its trace so far and the usage of it, as the run last wrote them together
+    (workers/shown.py: the loop's own count of executed actions and their credits), so the task reports
+    the actions it took, not zero."""
+    row = db.session.execute(select(Task.trace, Task.usage).where(Task.id == task_id)).first()
+    db.session.commit()
+    trace, usage = (row.trace, row.usage) if row else (None, None)
+    usage = usage or NO_USAGE
+    response = failure_response(message)
+    response["actionTrace"] = (trace or []) + [final_trace_entry(f"error: {message}", usage)]
+    return finish(task_id, "error", response, usage, trace=response["actionTrace"], error=message,
+                  holder_lost=holder_lost)
 
 
 def release_for_retry(task_id):

@@ -91,6 +91,17 @@ def test_a_failing_step_ends_the_task(client, api_key, worker, pages):
     assert body["response"]["text"] == f"Nothing on {pages.url('/login')} matches '.missing'."
 
 
+def test_a_task_that_fails_after_reading_still_returns_what_it_read(client, api_key, worker, pages):
+    secret = "Zq-88-secret-value"
+    _, body = run(client, api_key, {
+        "prompt": f"/Operator\ngo to {pages.url('/echo?code=${CODE}')}\nextract li.param\nclick \"Next\"",
+        "executionMode": "cloud_browser", "secretVariables": {"CODE": secret}})
+    assert body["status"] == "error", body
+    read = [entry for entry in body["response"]["actionTrace"] if entry["action"] == "extract li.param"]
+    assert [entry.get("result") for entry in read] == ["code=${CODE}"]  # redacted like the answer would be
+    assert secret not in json.dumps(body)
+
+
 def test_web_steps_are_not_for_the_general_agent(client, api_key, worker, pages):
     _, body = run(client, api_key, {"prompt": f"go to {pages.url('/login')}"})
     assert body["status"] == "error"

@@ -18,12 +18,13 @@ def _task(task_id):
     return db.session.get(Task, task_id)
 
 
-def _kill_mid_run(client, api_key, prompt):
-    """Submit, let a short-lease worker claim the task, SIGKILL it, wait for its lease to lapse."""
+def _kill_mid_run(client, api_key, prompt, until=lambda task: task.lease_owner):
+    """Submit, let a short-lease worker claim the task (and run it as far as `until` says), SIGKILL it, wait
+    for its lease to lapse."""
     doomed = WorkerProcess(queues="tasks", concurrency=1, env={"LEASE_SECONDS": "2"}, name="doomed")
     try:
         request_id = submit(client, api_key, {"prompt": prompt, **CLOUD}).get_json()["requestId"]
-        wait_until(lambda: _task(request_id).lease_owner, what="the claim")
+        wait_until(lambda: until(_task(request_id)), what="the run to get there")
         doomed.kill()
     finally:
         doomed.kill()
@@ -61,6 +62,29 @@ def test_task_of_a_killed_worker_ends_as_error_when_attempts_run_out(client, api
     assert body["response"]["text"] == (
         "The worker running this task stopped responding (1 attempt); the task was not completed.")
     assert body["usage"] == {"actions": 0, "credits": 0.0}  # nothing ran; the SDK refuses a null usage
+
+
+def test_task_ended_by_the_sweep_after_its_worker_died_reports_what_it_did(client, api_key, app):
+    """It had opened a page and read it when its worker was killed: the sweep's error carries the trace it had
+    written and the usage of those actions, as a run that ended on its own would report them."""
+    from tests.page_server import PageServer
+
+    pages = PageServer({"/report": "<html><body><h1>Quarterly total: 42</h1></body></html>"})
+    app.config["MAX_ATTEMPTS"] = 1
+    try:
+        prompt = f"/Operator\ngo to {pages.url('/report')}\nextract h1\nwait 30"
+        request_id = _kill_mid_run(client, api_key, prompt,
+                                   until=lambda task: any(e.get("running") for e in task.trace or []))
+    finally:
+        app.config["MAX_ATTEMPTS"] = 3
+        pages.close()
+    body = wait_for_status(client, api_key, request_id, timeout=5)
+    assert body["status"] == "error" and "stopped responding" in body["response"]["text"]
+    assert body["usage"] == {"actions": 2, "credits": 2.0}, body
+    trace = body["response"]["actionTrace"]
+    assert [e["action"] for e in trace] == [f"go to {pages.url('/report')}", "extract h1", "wait 30 s",
+                                             "error: " + body["response"]["text"]]
+    assert trace[-1]["credits"] == 2.0
 
 
 def test_task_whose_publish_failed_is_dispatched_by_the_sweep(client, api_key, app):

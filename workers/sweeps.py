@@ -71,9 +71,7 @@ def expire_leases():
             continue
         message = gone or (f"The worker running this task stopped responding "
                            f"({attempt} attempt{'s' if attempt != 1 else ''}); the task was not completed.")
-        task = db.session.get(Task, task_id)
-        if lifecycle.finish(task_id, "error", lifecycle.failure_response(message), task.usage,
-                            error=message):
+        if lifecycle.end_unheld(task_id, message):  # with the trace and usage the run had written
             ended += 1
     if expired:
         log.warning("expired leases: %d retried, %d ended", retried, ended)

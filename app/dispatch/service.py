@@ -298,7 +298,7 @@ def cancel(api_key_id, task_id):
     db.session.commit()
     usage = task.usage or lifecycle.NO_USAGE
     response = lifecycle.failure_response("cancelled")
-    response["actionTrace"] = (task.trace or []) + [_final_trace_entry("error: cancelled", usage)]
+    response["actionTrace"] = (task.trace or []) + [lifecycle.final_trace_entry("error: cancelled", usage)]
     ended = lifecycle.finish(task_id, "error", response, usage, trace=response["actionTrace"],
                              error="cancelled")
     task = get_task(api_key_id, task_id, fresh=True)
@@ -310,12 +310,6 @@ def cancel(api_key_id, task_id):
 def _already_finished(task):
     return ApiError(409, "Request Already Finished",
                     f"Request '{task.id}' already finished with status '{task.status}'.")
-
-
-def _final_trace_entry(action, usage):
-    stamp = isoformat(datetime.now(timezone.utc))
-    return {"url": "", "action": action, "credits": usage.get("credits", 0.0),
-            "startTs": stamp, "endTs": stamp, "durationMs": 0}
 
 
 def resubmit(api_key_id, task_id):

@@ -363,14 +363,14 @@ def ended_reason(session_id):
 
 def fail_tasks(session_id, holder_lost=False):
     """End the session's tasks that nobody runs now (queued, or their worker's lease expired; any running, with
-    `holder_lost`: their machine is gone) with its end's message and zero usage; returns how many."""
+    `holder_lost`: their machine is gone) with its end's message, and the trace and usage of what a running
+    one had done (a queued one: none, zero usage); returns how many."""
     message = ended_reason(session_id)
     waiting = db.session.execute(select(Task.id).where(
         Task.cloud_session_id == session_id, Task.status.in_(("pending", "input-required")))).scalars().all()
     db.session.commit()
     return sum(1 for task_id in waiting
-               if lifecycle.finish(task_id, "error", lifecycle.failure_response(message), None, error=message,
-                                 holder_lost=holder_lost))
+               if lifecycle.end_unheld(task_id, message, holder_lost=holder_lost))
 
 
 def end_held_here():

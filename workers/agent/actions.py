@@ -53,7 +53,7 @@ class Observation:
     text: str = ""
     url: str = ""
     failed: bool = False  # the step did not do what it should (page unreachable, nothing matched)
-    trace_result: str | None = None  # a short copy of the result kept in the trace (MCP tool calls)
+    trace_result: str | None = None  # the result kept in the trace entry (a read, an MCP call)
     refused: tuple = ()  # what the browser's egress proxy refused during the step ("GET 10.0.0.1:80: why")
     error_page: bool = False  # the page now shown is an HTTP 4xx/5xx or the browser's error page
     image: bytes | None = None  # a PNG screenshot beside the page view, for a vision model (never stored)

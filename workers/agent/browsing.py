@@ -416,7 +416,8 @@ class BrowserEnvironment(Environment):
             if not texts:
                 raise BrowserError(f"Nothing on {here or self.url() or 'the page'} matches {selector!r}.")
             self.viewed = viewed
-            return Observation("\n".join(texts)[:MAX_OBSERVATION_CHARS], here or self.url())
+            text = "\n".join(texts)[:MAX_OBSERVATION_CHARS]
+            return Observation(text, here or self.url(), trace_result=text)  # kept past a later failure
         return self._act(lambda: self.browser.extract(selector), found)
 
     def close(self):

@@ -51,6 +51,7 @@ class HttpPageEnvironment(Environment):
         if self.page is None:
             return Observation("No page is open: use go_to first.", failed=True)
         try:
-            return Observation(self.page.extract(selector)[:MAX_OBSERVATION_CHARS], self.page.url)
+            text = self.page.extract(selector)[:MAX_OBSERVATION_CHARS]
+            return Observation(text, self.page.url, trace_result=text)  # kept in the trace entry
         except pages.PageError as exc:
             return Observation(str(exc), self.page.url, failed=True)
