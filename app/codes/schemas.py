@@ -2,9 +2,9 @@
 import marshmallow as ma
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from ..dispatch.schemas import LenientSchema
+from ..dispatch.schemas import FullMatch, LenientSchema
 
-IDENTIFIER = validate.Regexp(r"^[^\s{}]{1,320}$", error="an identifier is an email address or a phone number: 1 to "
+IDENTIFIER = FullMatch(r"^[^\s{}]{1,320}$", error="an identifier is an email address or a phone number: 1 to "
                                                          "320 characters, no spaces or braces.")
 
 
@@ -15,7 +15,7 @@ class IncomingSchema(LenientSchema):
         "description": "The message as received; its code and sign-in link are taken from it"})
     code = fields.String(allow_none=True, validate=validate.Length(min=1, max=100), metadata={
         "description": "The code itself, when the caller's hook has already found it"})
-    link = fields.String(allow_none=True, validate=validate.Regexp(
+    link = fields.String(allow_none=True, validate=FullMatch(
         r"^https?://\S+$", error="a link is an http(s) URL."), metadata={"description": "A sign-in link itself"})
 
     @validates_schema

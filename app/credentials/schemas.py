@@ -3,7 +3,7 @@ import marshmallow as ma
 from marshmallow import ValidationError, fields, validate, validates, validates_schema
 
 from .. import totp
-from ..dispatch.schemas import LenientSchema
+from ..dispatch.schemas import FullMatch, LenientSchema
 from .placeholders import site_problem
 
 NAME_RULE = "1 to 100 characters: letters, digits, '_' and '-', starting with a letter or a digit"
@@ -45,7 +45,7 @@ class CredentialValuesSchema(LenientSchema):
 
 
 class NewCredentialSchema(CredentialValuesSchema):
-    name = fields.String(required=True, validate=validate.Regexp(
+    name = fields.String(required=True, validate=FullMatch(
         r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$", error=f"a credential name is {NAME_RULE}."), metadata={
         "description": f"{NAME_RULE}; a task writes `${{cred:NAME.username}}`, `${{cred:NAME.password}}`, "
                        "`${cred:NAME.code}`"})
