@@ -150,8 +150,7 @@ def test_a_page_reaches_nothing_but_the_allowed_server(servers, session):
         assert results[name] == "failed", name
     # The allowed pages came through the proxy (loopback included), not around it, and the allowed server was
     # asked only for its own pages (a reused proxy connection must not carry another host's request to it).
-    # (The proxy adds no Via header, a tell of its own: docs/browser-identity.md. Each request's connection is held
-    # by the proxy's processes instead.)
+    # Each request's connection is held by the proxy's processes (a proof that needs no header the proxy adds).
     proxy_pids = group_pids(proxy.proc.pid)
     assert page.peer_pids and all(pids and pids <= proxy_pids for pids in page.peer_pids), (page.peer_pids, proxy_pids)
     assert {headers["Host"] for _, headers in page.requests} == {f"127.0.0.1:{page.port}"}
