@@ -22,7 +22,8 @@ PLANS = {"tiny": {"requests": "2/minute", "polls": "600/minute"}}
 @pytest.fixture(scope="module")
 def stack(app, webhook_ca):
     """A web machine and a worker machine (each its own VAR_DIR), both serving metrics, and a Prometheus scraping
-    them every second."""
+    them every two seconds (a scrape may take a second on a loaded machine: it reads the database and
+    the broker)."""
     folders = [tempfile.mkdtemp(prefix=f"rd-metrics-{name}-") for name in ("web", "worker", "prom")]
     started = []
     try:
@@ -35,7 +36,7 @@ def stack(app, webhook_ca):
                                           "WEBHOOK_CA_BUNDLE": webhook_ca[1]}))
         config = Path(folders[2]) / "prometheus.yml"
         config.write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
+            "global: {scrape_interval: 2s, scrape_timeout: 2s, evaluation_interval: 2s}\nscrape_configs:\n"
             + "".join(f"  - job_name: {job}\n    authorization: {{credentials: {TOKEN}}}\n"
                       f"    static_configs: [{{targets: ['{target}']}}]\n"
                       for job, target in (("web", web.base.removeprefix("http://")), ("worker", worker_bind))))
@@ -126,9 +127,12 @@ def test_counters_count_each_task_once_across_processes(stack, receiver):
         return seen == expected
 
     try:
-        wait_until(counted, "Prometheus to see every task counted once", 30)
+        wait_until(counted, "Prometheus to see every task counted once", 60)
     finally:
-        assert seen == expected
+        wrong = {promql: (seen.get(promql), want) for promql, want in expected.items() if seen.get(promql) != want}
+        scrapes = {f'{name}{{job="{job}"}}': query(prometheus, f'{name}{{job="{job}"}}')
+                   for name in ("up", "scrape_duration_seconds") for job in ("web", "worker")}
+        assert not wrong, f"(seen, expected): {wrong}; the last scrapes: {scrapes}"
     # The two slow tasks took at least their second of waiting.
     assert query(prometheus, 'sum(remote_dispatch_task_duration_seconds_bucket{job="worker", le="0.5"})') <= n - 2
     # Both pool processes counted runs in their own files, and the worker's endpoint summed them.
