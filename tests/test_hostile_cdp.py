@@ -252,9 +252,10 @@ def test_every_hostile_cdp_command_is_refused_and_nothing_leaks(app, strict, sit
         assert "error" not in cdp.send("Browser.setDownloadBehavior", {
             "behavior": "allowAndName", "downloadPath": str(browser_dir), "eventsEnabled": True})
         cdp.send("Page.navigate", {"url": site.url("/report.csv")}, session=page)
-        guid = cdp.wait(lambda m: m.get("method") == "Browser.downloadProgress"
-                        and m["params"]["state"] == "completed", timeout=60)["params"]["guid"]
-        assert wait_until(lambda: session_file(app.config, session_id, guid)) == REPORT  # allowAndName: its guid
+        cdp.wait(lambda m: m.get("method") == "Browser.downloadProgress" and m["params"]["state"] == "completed",
+                 timeout=60)
+        # Under the name the site suggested, not its GUID (allowAndName, as Playwright asks, is saved as allow).
+        assert wait_until(lambda: session_file(app.config, session_id, "report.csv")) == REPORT
 
         # A binary frame (Chromium would read it as CBOR, unchecked) ends the connection.
         cdp.ws.send_binary(b"\xd8\x5a\x00\x00\x00\x00")
@@ -266,7 +267,7 @@ def test_every_hostile_cdp_command_is_refused_and_nothing_leaks(app, strict, sit
     assert list(outside.iterdir()) == [outside / "manifest.json"]  # nothing written outside the session
     listed = requests.get(f"{strict.base}/fast/v2/cloud-browser/replay/downloads", params={"session_id": session_id},
                           headers={"x-api-key": key}, timeout=30).json()["downloaded_files"]
-    assert sorted(f["file_name"] for f in listed) == sorted(["second.csv", guid])
+    assert sorted(f["file_name"] for f in listed) == ["report.csv", "second.csv"]
 
 
 def test_playwright_over_cdp_stays_useful_and_is_told_what_is_refused(app, strict, site, canary, planted):
@@ -326,6 +327,7 @@ def test_playwright_over_cdp_stays_useful_and_is_told_what_is_refused(app, stric
                         headers=headers, timeout=30).status_code == 200
     (stored,) = requests.get(base + "/files", headers=headers, timeout=30).json()["files"]
     assert (stored["sessionId"], stored["requestId"], stored["size"]) == (created["session_id"], None, len(REPORT))
+    assert stored["filename"] == "report.csv"  # as a task's download of it is named, not Playwright's GUID
     assert requests.get(f"{base}/files/{stored['key']}", headers=headers, timeout=30).content == REPORT
 
 

@@ -4,6 +4,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import threading
 import time
 from http.cookies import SimpleCookie
@@ -241,6 +242,100 @@ def test_a_stop_written_by_another_machine_revokes_the_cdp_credential_at_once(ap
         cdp.close()
         browsers.terminate(row.webdriver_url, row.webdriver_session, row.host, row.pid, row.profile_dir,
                            extra_pids=(row.cdp_proxy_pid,), egress=browsers.egress_dir(app.config, row.id))
+
+
+def cdp_session(service, name):
+    """A session with CDP access (a pro key's): the key, the session (its id, CDP URL, ...) and the credential's
+    headers."""
+    api_key = make_key(name, plan="pro")
+    created = api(service, api_key, "POST", "/cloud-browser/create-cloud-browser-session", json={}).json()
+    return api_key, created, [f"{name}: {value}" for name, value in created["cdp_auth_headers"].items()]
+
+
+def cdp_call(ws, number, method, params=None, session=None, events=None):
+    """Send one command and return its reply; the events that come first are added to `events`."""
+    ws.send(json.dumps({"id": number, "method": method, "params": params or {},
+                        **({"sessionId": session} if session else {})}))
+    while True:
+        message = json.loads(ws.recv())
+        if message.get("id") == number:
+            assert "error" not in message, message
+            return message["result"]
+        if events is not None:
+            events.append(message)
+
+
+def refusal(url, headers):
+    """The status and {error, message} body a new CDP connection to `url` is refused with."""
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        websocket.create_connection(url, header=headers, timeout=60)
+    return refused.value.status_code, json.loads(refused.value.resp_body)
+
+
+def test_a_download_made_over_cdp_is_listed_under_its_suggested_name(service, site):
+    """Playwright asks Chromium to name downloads by their GUID (allowAndName, into a folder of its own): the
+    session still lists the file as the site named it, as it lists a task's download."""
+    api_key, created, headers = cdp_session(service, "cdp-download")
+    ws = websocket.create_connection(created["cdp_websocket_url"], header=headers, timeout=30)
+    events = []
+    try:
+        cdp_call(ws, 1, "Browser.setDownloadBehavior", {"behavior": "allowAndName", "eventsEnabled": True,
+                                                        "downloadPath": "/tmp/playwright-artifacts-x"})
+        pages = cdp_call(ws, 2, "Target.getTargets")["targetInfos"]
+        page = next(target["targetId"] for target in pages if target["type"] == "page")
+        attached = cdp_call(ws, 3, "Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
+        cdp_call(ws, 4, "Page.navigate", {"url": site.url("/report.csv")}, session=attached, events=events)
+        while not any(event.get("method") == "Browser.downloadProgress" and event["params"]["state"] == "completed"
+                      for event in events):
+            events.append(json.loads(ws.recv()))
+    finally:
+        ws.close()
+    assert [event["params"]["suggestedFilename"] for event in events
+            if event.get("method") == "Browser.downloadWillBegin"] == ["report.csv"]
+    listed = wait_until(lambda: api(service, api_key, "GET", "/cloud-browser/replay/downloads", params={
+        "session_id": created["session_id"]}).json()["downloaded_files"], "the session's downloads listing", timeout=30)
+    assert [(item["file_name"], item["size"]) for item in listed] == [("report.csv", 21)]
+
+
+def test_a_new_cdp_connection_to_a_machine_that_does_not_answer_says_so_and_the_session_comes_back(app, service):
+    """A machine cut off the network drops what is sent to it: the relay says that machine does not answer and
+    the session may come back (it does, once the machine answers again); a browser that is gone is said so."""
+    from app.models import SessionHost, now
+
+    _, created, headers = cdp_session(service, "cdp-cut-off")
+    url, session_id = created["cdp_websocket_url"], created["session_id"]
+    discovery = url.replace("ws://", "http://").split("/devtools/", 1)[0] + "/json/version"
+    row = session_row(session_id)
+    holder = row.host
+    # A loopback port whose listen queue is full: the kernel drops every new connection's SYN, as a network that
+    # lost the machine does.
+    silent = socket.create_server(("127.0.0.1", 0), backlog=0)
+    filler = socket.create_connection(silent.getsockname(), timeout=5)
+    cut_off = f"cut-off-{secrets.token_hex(4)}"
+    try:
+        db.session.add(SessionHost(host=cut_off, url="http://127.0.0.1:%d" % silent.getsockname()[1], seen_at=now()))
+        db.session.execute(db.update(CloudSession).where(CloudSession.id == session_id).values(host=cut_off))
+        db.session.commit()
+        status, body = refusal(url, headers)
+        assert status == 503 and body["error"] == "Service Unavailable", body
+        assert "the machine holding this session's browser does not answer" in body["message"]
+        assert "the session may come back" in body["message"]
+        listed = requests.get(discovery, headers=created["cdp_auth_headers"], timeout=60)
+        assert listed.status_code == 503 and listed.json() == body and listed.headers["Retry-After"]
+    finally:
+        db.session.execute(db.update(CloudSession).where(CloudSession.id == session_id).values(host=holder))
+        db.session.commit()
+        filler.close()
+        silent.close()
+    # The machine answers again: so does the session.
+    ws = websocket.create_connection(url, header=headers, timeout=30)
+    try:
+        assert "product" in cdp_call(ws, 1, "Browser.getVersion")
+    finally:
+        ws.close()
+    os.killpg(row.pid, signal.SIGKILL)  # now the browser is gone, and its machine says so
+    status, body = refusal(url, headers)
+    assert (status, body) == (502, {"error": "Bad Gateway", "message": "the browser is gone"})
 
 
 def test_a_task_in_a_session_whose_browser_is_gone_ends_at_once_with_a_clear_error(service, api_key):

@@ -182,11 +182,14 @@ class Policy:
 
     def _downloads_here(self, params):
         """Downloads land in the session's own folder whatever path the caller named (Playwright names a
-        folder of its own for every context); other behaviours (deny, default) need no path."""
+        folder of its own for every context), under the name the site suggested (Browser.downloadWillBegin's
+        suggestedFilename): "allowAndName" (Playwright's) would name each file by its GUID, and the session's
+        downloads listing, the SDK's get_downloaded_files, would show that; the caller cannot read that folder in
+        any case. Other behaviours (deny, default) need no path."""
         if params.get("behavior") in ("allow", "allowAndName"):
             if self.downloads is None:
                 raise Refused("this session's browser has no download folder here (it runs on a Selenium Grid)")
-            params["downloadPath"] = self.downloads
+            params["behavior"], params["downloadPath"] = "allow", self.downloads
         else:
             params.pop("downloadPath", None)
         return params

@@ -8,6 +8,9 @@ WebSocket, every command the caller sends is parsed, checked by app/sessions/cdp
 or rewritten) and re-serialised, so the browser reads exactly what was checked; what the browser sends back is passed
 through frame by frame, unparsed (it carries the screenshots). The session's row (app/sessions/cdp_session.py) says
 whether the credential holds: a stop on any machine refuses new connections and closes open ones within a second.
+A new connection the relay cannot carry says which hop failed: the machine holding the browser does not answer (503:
+cut off, or its worker frozen; the browser may still run there, and the session may come back), or that machine
+answers and says the browser is gone (502).
 """
 import asyncio
 import base64
@@ -35,6 +38,18 @@ LAST_PAGE = ("it would close the session's last tab, and the session's tasks wou
              "tab first (Target.createTarget), or stop the session (stop-cloud-browser-session)")
 STREAM_REPLY_LIMIT = 4096  # a reply naming a stream handle is small: only frames up to this size are read
 STREAM_HANDLE = re.compile(rb'"(?:stream|uuid)"\s*:\s*"([^"\\]{1,200})"')
+CONNECT_SECONDS = 5  # a machine cut off the network drops our packets: no answer is an answer after this long
+ANSWER_SECONDS = 10
+GONE = "the browser is gone"
+UNANSWERED = ("the machine holding this session's browser does not answer (it may be cut off the network, or its "
+              "worker stopped): the browser may still be running there, and the session may come back; try again "
+              "in a few seconds (a machine silent for SESSION_HOST_LOST_SECONDS ends its sessions as error)")
+RETRY_SECONDS = 5
+
+
+class Unanswered(ConnectionError):
+    """The machine holding the browser (its stream endpoint, or a Grid) did not answer at all: unlike an answer
+    saying the browser is gone, this says nothing of the browser, which may still run."""
 
 
 class Proxy:
@@ -86,11 +101,14 @@ class Proxy:
         key = named.get("sec-websocket-key", "")
         if named.get("sec-websocket-version") != "13" or len(key) != 24:
             return await refuse(writer, 400, "Bad Request", "a WebSocket version 13 handshake is required")
-        if self.public is not None and path.startswith("/devtools/browser/"):
-            path = await self._browser_ws_path() or path  # the browser's own id is never handed out
-        upstream = await self._open_upstream(path)
+        try:
+            if self.public is not None and path.startswith("/devtools/browser/"):
+                path = await self._browser_ws_path() or path  # the browser's own id is never handed out
+            upstream = await self._open_upstream(path)
+        except Unanswered:
+            return await refuse_unanswered(writer)
         if upstream is None:
-            return await refuse(writer, 502, "Bad Gateway", "the browser is gone")
+            return await refuse(writer, 502, "Bad Gateway", GONE)
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
         writer.write(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      f"Sec-WebSocket-Accept: {accept}\r\n\r\n".encode())
@@ -109,20 +127,32 @@ class Proxy:
         return bool(expected) and hmac.compare_digest(hashlib.sha256(token.strip().encode()).hexdigest(), expected)
 
     async def _open_upstream(self, path):
-        """A WebSocket to the browser, without extensions (no compression: frames pass through as they are)."""
+        """A WebSocket to the browser, without extensions (no compression: frames pass through as they are); None
+        when the machine holding it answers without one (the browser is gone); raises Unanswered."""
         try:
             reader, writer = await self._connect(limit=HEAD_LIMIT)
-            nonce = base64.b64encode(secrets.token_bytes(16)).decode()
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\n{self.stream_header}Upgrade: websocket\r\n"
-                         f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-                         .encode())
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError):
+        except ValueError:
             return None
+        nonce = base64.b64encode(secrets.token_bytes(16)).decode()
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\n{self.stream_header}Upgrade: websocket\r\n"
+                     f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                     .encode())
+        try:
+            head = await self._answer(reader.readuntil(b"\r\n\r\n"), writer)
+        except asyncio.LimitOverrunError:
+            head = b""
         if head.split(b" ", 2)[1:2] != [b"101"]:
             writer.close()
             return None
         return reader, writer
+
+    async def _answer(self, reading, writer):
+        """What `reading` reads of the holder's answer; Unanswered (the connection closed) when none comes."""
+        try:
+            return await asyncio.wait_for(reading, ANSWER_SECONDS)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            writer.close()
+            raise Unanswered(f"no answer: {type(exc).__name__}") from None
 
     def used(self):
         """A caller sent a command: the session is in use (written to its row, app/sessions/cdp_session.py)."""
@@ -145,13 +175,13 @@ class Proxy:
         return await self._open_upstream(path) if path else None
 
     async def _browser_ws_path(self):
-        """The browser-level WebSocket path (from /json/version), or None when the browser does not answer."""
+        """The browser-level WebSocket path (from /json/version), or None when the browser does not say it; raises
+        Unanswered."""
         if self.browser_path is None:
             try:
                 version = await self._upstream_json("/json/version")
                 self.browser_path = "/devtools/" + version["webSocketDebuggerUrl"].split("/devtools/", 1)[1]
-            except (OSError, ValueError, KeyError, TypeError, IndexError, asyncio.IncompleteReadError,
-                    asyncio.TimeoutError):
+            except (ValueError, KeyError, TypeError, IndexError):
                 return None
         return self.browser_path
 
@@ -164,8 +194,10 @@ class Proxy:
                                                            "upgrades are served here")
         try:
             document = await self._upstream_json("/json/version" if kind == "version" else "/json/list")
-        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.TimeoutError):
-            return await refuse(writer, 502, "Bad Gateway", "the browser is gone")
+        except Unanswered:
+            return await refuse_unanswered(writer)
+        except ValueError:
+            return await refuse(writer, 502, "Bad Gateway", GONE)
         here = host if HOST_HEADER.fullmatch(host) else "%s:%s" % writer.get_extra_info("sockname")[:2]
         if isinstance(document, list):  # Chromium's own targets (WebUI, extensions) are not listed
             document = [entry for entry in document if isinstance(entry, dict) and target_refusal(entry) is None]
@@ -187,13 +219,20 @@ class Proxy:
         base, browser = self.public
         return base + (browser if devtools_path.startswith("browser/") else "/devtools/" + devtools_path)
 
-    def _connect(self, **kwargs):
-        """A connection to the browser's DevTools: its box's Unix socket (nothing to reach over TCP), or a Grid's."""
-        if self.socket:  # a local socket connects at once (or fails): no wait to await
-            sock = unix_http.open_socket(self.socket, timeout=5)
+    async def _connect(self, **kwargs):
+        """A connection to the browser's DevTools: its box's Unix socket (nothing to reach over TCP), or the holding
+        machine's endpoint (or a Grid's), which raises Unanswered when that machine does not take it."""
+        if self.socket:  # a local socket connects at once, or fails: its browser is gone
+            try:
+                sock = unix_http.open_socket(self.socket, timeout=5)
+            except OSError as exc:
+                raise ValueError(GONE) from exc
             sock.setblocking(False)
-            return asyncio.open_unix_connection(sock=sock, **kwargs)
-        return asyncio.open_connection(self.host, self.port, **kwargs)
+            return await asyncio.open_unix_connection(sock=sock, **kwargs)
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(self.host, self.port, **kwargs), CONNECT_SECONDS)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise Unanswered(f"no connection: {type(exc).__name__}") from None
 
     @property
     def _host_header(self):
@@ -201,15 +240,20 @@ class Proxy:
         return "localhost" if self.socket else f"{self.host}:{self.port}"
 
     async def _upstream_json(self, path):
+        """A discovery document of the browser; ValueError when the holding machine answers without one (the
+        browser is gone), Unanswered when it does not answer."""
         reader, writer = await self._connect()
         try:
             writer.write(f"GET {path} HTTP/1.1\r\nHost: {self._host_header}\r\n{self.stream_header}\r\n".encode())
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            try:
+                head = await self._answer(reader.readuntil(b"\r\n\r\n"), writer)
+            except asyncio.LimitOverrunError:
+                raise ValueError("the answer's head is too long") from None
             length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
             if head.split(b" ", 2)[1:2] != [b"200"] or not length:
                 raise ValueError("the browser did not answer")
             # Chromium keeps the connection open whatever we ask: read exactly the body.
-            body = await asyncio.wait_for(reader.readexactly(int(length.group(1))), 10)
+            body = await self._answer(reader.readexactly(int(length.group(1))), writer)
         finally:
             writer.close()
         return json.loads(body)
@@ -411,11 +455,16 @@ async def read_head(reader, writer):
     return method, rest.rpartition(" ")[0], named
 
 
-async def refuse(writer, status, reason, message):
-    body = message.encode()
-    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-                 f"Connection: close\r\n\r\n".encode() + body)
+async def refuse(writer, status, reason, message, headers=""):
+    """An HTTP error answer with the service's {error, message} body, and the connection closed."""
+    body = json.dumps({"error": reason, "message": message}).encode()
+    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                 f"{headers}Connection: close\r\n\r\n".encode() + body)
     await _close(writer)
+
+
+def refuse_unanswered(writer):
+    return refuse(writer, 503, "Service Unavailable", UNANSWERED, f"Retry-After: {RETRY_SECONDS}\r\n")
 
 
 async def _close(writer):
