@@ -91,7 +91,7 @@ def _sixth_of_lost(config):
 
 
 def register(host, url):
-    """This machine is alive and its endpoint is at `url` (every few seconds, from the endpoint's thread)."""
+    """This machine is alive and its endpoint is at `url` (every heartbeat_seconds, from its heartbeat thread)."""
     try:
         if not db.session.execute(update(SessionHost).where(SessionHost.host == host)
                                   .values(seen_at=now(), url=url)).rowcount:

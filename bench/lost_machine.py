@@ -11,6 +11,7 @@ import statistics
 import sys
 import time
 
+from app.sessions import service as sessions
 from bench import browser, common, pool
 from bench.common import Row
 from bench.sessions import stack_post
@@ -31,7 +32,7 @@ def measure(stack):
     (label, value), (baseline_name, baseline) = figures.items()
     return [Row(SECTION, "worker killed -> its session's running and queued tasks ended error (s, median)",
                 statistics.median(value), baseline_name + " (s, median)", statistics.median(baseline),
-                note=f"{label}; {ROUNDS} rounds, worst {max(value):.1f} s, at most {BOUND_SECONDS} s expected")]
+                note=f"{label}; {ROUNDS} round{'s' if ROUNDS > 1 else ''}, worst {max(value):.1f} s, at most {BOUND_SECONDS} s expected")]
 
 
 def lost_after(stack, pages, label, env):
@@ -77,6 +78,7 @@ def one_kill(stack, pages, name, env):
                                   a=running, b=queued)
     if errors != 2:
         raise RuntimeError(f"{name}: {2 - errors} of the lost worker's session's tasks did not end as error")
+    sessions.end_held_here()  # its browser, left running, as the next worker's holder on this machine ends it
     return float(ended) - killed
 
 
