@@ -17,10 +17,12 @@ from sqlalchemy.exc import IntegrityError
 
 from .crypto import derive_key
 from .extensions import db
-from .models import SessionHost, now
+from .models import SessionHost, now, now_plus
 
 PURPOSE = b"browser-host-stream"
 TOKEN_SECONDS = 30  # a token opens one connection now: it need not outlive a connect and its retries
+BEATS_PER_LOSS = 6  # a machine is lost once it missed about this many heartbeats in a row
+RESTART_SECONDS = 60  # a worker stopped cleanly (a deploy, a restart) counts as seen this much longer
 
 
 def this_host():
@@ -71,8 +73,25 @@ def _b64(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+def heartbeat_seconds(config):
+    """How often a tasks worker says its machine is alive: a sixth of SESSION_HOST_LOST_SECONDS (2 s by default),
+    at most 5 s. One late or failed beat (a busy database, a loaded machine) is far from a loss."""
+    return min(_sixth_of_lost(config), 5.0)
+
+
+def lost_sweep_seconds(config):
+    """How often beat looks for silent machines: as often as they beat, at most every SWEEP_INTERVAL_SECONDS.
+    A killed machine's sessions and tasks end between SESSION_HOST_LOST_SECONDS less one beat and that plus one
+    sweep after the kill (10-14 s by default)."""
+    return min(_sixth_of_lost(config), config["SWEEP_INTERVAL_SECONDS"])
+
+
+def _sixth_of_lost(config):
+    return max(config["SESSION_HOST_LOST_SECONDS"] / BEATS_PER_LOSS, 0.5)
+
+
 def register(host, url):
-    """This machine is alive and its endpoint is at `url` (every few seconds, from the endpoint's thread)."""
+    """This machine is alive and its endpoint is at `url` (every heartbeat_seconds, from its heartbeat thread)."""
     try:
         if not db.session.execute(update(SessionHost).where(SessionHost.host == host)
                                   .values(seen_at=now(), url=url)).rowcount:
@@ -83,6 +102,9 @@ def register(host, url):
 
 
 def unregister(host, url):
-    """The endpoint at `url` stops: its address is no longer handed out (unless another process wrote its own)."""
-    db.session.execute(update(SessionHost).where(SessionHost.host == host, SessionHost.url == url).values(url=None))
+    """The endpoint at `url` stops: its address is no longer handed out (unless another process wrote its own).
+    Its sessions' browsers outlive it and a worker started again holds them again, so a clean stop counts as
+    seen RESTART_SECONDS from now: a restart slower than SESSION_HOST_LOST_SECONDS does not end them."""
+    db.session.execute(update(SessionHost).where(SessionHost.host == host, SessionHost.url == url)
+                       .values(url=None, seen_at=now_plus(RESTART_SECONDS)))
     db.session.commit()

@@ -235,7 +235,8 @@ class CloudSession(db.Model):
 
 
 class SessionHost(db.Model):
-    """A machine holding browsers, as it last said it was alive (app/sessions/holder.py), and where other machines
+    """A machine holding browsers, as it last said it was alive (its heartbeat, workers/browser/host_endpoint.py;
+    a clean stop writes a time RESTART_SECONDS ahead, app/browser_hosts.py), and where other machines
     reach its stream endpoint (`url`, workers/browser/host_endpoint.py): the registry of browser-holding machines."""
 
     __tablename__ = "session_hosts"

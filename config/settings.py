@@ -264,8 +264,10 @@ def load():
         "CLOUD_SESSION_TIMEOUT_SECONDS": _env("CLOUD_SESSION_TIMEOUT_SECONDS", 600, int),
         "CLOUD_SESSION_MAX_TIMEOUT_SECONDS": _env("CLOUD_SESSION_MAX_TIMEOUT_SECONDS", 4 * 3600, int),
         "CLOUD_SESSIONS_PER_KEY": _env("CLOUD_SESSIONS_PER_KEY", 5, int),
-        # A kept session whose machine's worker has not said it is alive for this long ends as error.
-        "SESSION_HOST_LOST_SECONDS": _env("SESSION_HOST_LOST_SECONDS", 60, int),
+        # A kept session whose machine's worker has not said it is alive for this long ends as error (its tasks
+        # too). The worker says so every sixth of it (at most every 5 s) and beat looks as often (at most every
+        # SWEEP_INTERVAL_SECONDS): with 12, a killed machine's tasks end 10-14 s after (app/browser_hosts.py).
+        "SESSION_HOST_LOST_SECONDS": _env("SESSION_HOST_LOST_SECONDS", 12, float),
         # A tasks worker's stream endpoint (workers/browser/host_endpoint.py): where it listens (host:port; port 0 is
         # any free one), and the URL other machines' web processes reach it by (default: the bind address, or for
         # 0.0.0.0 the address this machine reaches the database by, and the port it got).

@@ -44,6 +44,16 @@ os.environ.update({
 })
 
 
+FIGURES = {}  # figure name -> value a test measured, printed at the end of the run (with no xdist: -n 0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("measured figures")
+        for name, value in FIGURES.items():
+            terminalreporter.write_line(f"{name}: {value}")
+
+
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite in two phases (TEST_PHASE): `parallel`, under xdist, every test but those marked
     `alone` (or `disruptive`); then `alone`, those only, in one process with nothing else of the run beside them."""

@@ -8,7 +8,9 @@ bridge's address, which every machine reaches as its gateway. The test that swit
 runs last.
 """
 import json
+import os
 import secrets
+import signal
 import statistics
 import threading
 import time
@@ -21,7 +23,8 @@ import requests
 import websocket
 from sqlalchemy import create_engine, text
 
-from tests.conftest import wait_until
+from config import settings
+from tests.conftest import FIGURES, wait_until
 from tests.multihost import Deployment, cmdline
 from tests.sdk_support import require_sdk, run_sdk
 from tests.test_live import BUTTON, FIELD, FORM, Viewer
@@ -29,13 +32,15 @@ from tests.test_live import BUTTON, FIELD, FORM, Viewer
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 LAYOUT = {"web1": ["web"], "web2": ["web"], "worker1": ["worker"], "ops": ["webhooks", "beat"]}
 SETTINGS = {
-    "SWEEP_INTERVAL_SECONDS": "1",
-    "SESSION_HOST_LOST_SECONDS": "15",  # a machine quiet this long has lost its sessions (heartbeats: every 5 s)
+    "SWEEP_INTERVAL_SECONDS": "1",  # SESSION_HOST_LOST_SECONDS is the default's: its figure is measured here
     "EXTENSION_ACTION_MAX_SECONDS": "20",  # a direct action that cannot be carried out fails in seconds, not minutes
     "BROWSER_POOL_SIZE": "0", "SESSION_POOL_SIZE": "0",  # browsers start cold: fewer Chromiums on a small machine
 }
 BROWSER_NAMES = ("chromium", "chromedriver")
 REPORT = b"region,total\nnorth,7\n"
+LOST_BOUND_SECONDS = 20  # issue 56: a killed machine's tasks end `error` at most this long after the kill
+POLL_MARGIN_SECONDS = 2  # a caller's poll sees that end up to one round trip (through web2) later
+BURNERS = 10  # busy processes on the worker machine: a load of 10 is no loss
 
 
 class Site:
@@ -490,8 +495,39 @@ def test_a_tasks_allowed_domains_fence_holds_in_a_session_made_through_web1(depl
         stop_session(deployment, key, created["session_id"])
 
 
+def test_a_machine_at_load_10_keeps_its_sessions(deployment, keys, site, database):
+    """Ten busy processes on the worker machine, for twice SESSION_HOST_LOST_SECONDS: its heartbeat (a thread of
+    its own) still gets through, so beat loses no session, and the session still runs a task."""
+    key = keys[0]
+    created = create_session(deployment, key, machine="web1")
+    session_id = created["session_id"]
+    worker = deployment.machine("worker1")
+    lost_after = settings.load()["SESSION_HOST_LOST_SECONDS"]  # the default: SETTINGS leaves it
+    burn = worker.popen(f"sh -c 'for i in $(seq {BURNERS}); do (while :; do :; done) & done; wait'",
+                        deployment.env_for("worker1"), "burners")
+    try:
+        wait_until(lambda: len(worker.processes_matching("while :")) > BURNERS, "the busy processes", timeout=10)
+        started, loads = time.monotonic(), []
+        while time.monotonic() - started < 2 * lost_after:
+            assert session_row(database, session_id)["status"] == "active", dict(session_row(database, session_id))
+            loads.append(float(open("/proc/loadavg").read().split()[0]))
+            time.sleep(1)
+    finally:
+        os.killpg(burn.pid, signal.SIGKILL)
+        burn.wait(10)
+    try:
+        body = run_task(deployment, key, {"prompt": f"/Operator\ngo to {site.url('/page/busy')}\nextract h1",
+                                          "cloudBrowserSessionId": session_id}, timeout=60)
+        assert (body["status"], body["response"]["text"]) == ("success", "busy"), body
+    finally:
+        stop_session(deployment, key, session_id)
+    FIGURES["worker machine at 10 busy processes: session kept over"] = (
+        f"{2 * lost_after:.0f} s (1-min load average up to {max(loads):.1f})")
+
+
 def test_a_killed_worker_machine_ends_its_sessions_as_error_and_fails_their_tasks(deployment, keys, site, database):
-    """Last: the worker machine is switched off (every process on it killed)."""
+    """Last: the worker machine is switched off (every process on it killed). With the default
+    SESSION_HOST_LOST_SECONDS its session and its running and queued tasks end `error` within 20 s of the kill."""
     key = keys[0]
     created = create_session(deployment, key, machine="web1")
     session_id = created["session_id"]
@@ -503,19 +539,26 @@ def test_a_killed_worker_machine_ends_its_sessions_as_error_and_fails_their_task
                    .get("progress", {}).get("actionTrace"), "the task's first step", timeout=30)
         queued = submit(deployment, key, {"prompt": "/Operator\nextract h1", **target})  # waits for the first
         deployment.machine("worker1").kill()
-        killed_at = time.monotonic()
-        ended = wait_until(lambda: (lambda r: r if r["status"] == "ended" else None)(
-            session_row(database, session_id)), "the session to end", timeout=60)
-        assert ended["end_reason"] == "error" and "stopped answering" in (ended["end_message"] or ""), dict(ended)
-        for request_id in (running, queued):
-            body = result(deployment, key, request_id, timeout=30)
+        killed_at, killed_clock = time.monotonic(), time.time()  # the machines share this one's clock
+        bodies = [result(deployment, key, request_id, timeout=max(
+            killed_at + LOST_BOUND_SECONDS + POLL_MARGIN_SECONDS - time.monotonic(), 0.5))
+            for request_id in (running, queued)]
+        seen_after = time.monotonic() - killed_at
+        for body in bodies:
             assert body["status"] == "error" and "stopped answering" in body["response"]["text"], body
             assert body["usage"] is not None, body  # the SDK's AgentUsage refuses null
-        assert body["usage"] == {"actions": 0, "credits": 0.0}, body  # the queued one: nothing ran
+        assert bodies[1]["usage"] == {"actions": 0, "credits": 0.0}, bodies[1]  # the queued one: nothing ran
+        ended = session_row(database, session_id)
+        assert ended["status"] == "ended" and ended["end_reason"] == "error", dict(ended)
+        assert "stopped answering" in (ended["end_message"] or ""), dict(ended)
         refused_task = api(deployment, "web2", key, "POST", "/remote-dispatch", json={
             "prompt": "/Operator\nextract h1", **target})
         assert refused_task.status_code == 409 and "stopped answering" in refused_task.json()["message"]
-        print(f"MEASURE worker machine killed -> session ended error and task failed: "
-              f"{(time.monotonic() - killed_at) * 1000:.0f} ms")
+        with database.connect() as conn:
+            ended_clock = conn.execute(text("SELECT extract(epoch FROM max(completed_at)) FROM tasks WHERE id IN "
+                                            "(:a, :b)"), {"a": running, "b": queued}).scalar_one()
+        figure = f"{float(ended_clock) - killed_clock:.1f} s (seen by the caller polling web2: {seen_after:.1f} s)"
+        FIGURES["worker machine killed -> its session's tasks ended error"] = figure
+        print(f"MEASURE worker machine killed -> session ended error and tasks failed: {figure}")
     finally:
         stop_session(deployment, key, session_id)

@@ -403,6 +403,32 @@ def test_a_session_whose_machine_went_quiet_ends_as_error_and_its_tasks_are_told
         browsers.end_here(app.config, session_id)  # the test's own machine holds it in truth
 
 
+def test_a_session_outlives_a_clean_restart_of_its_worker_slower_than_the_lost_time(app, service, api_key, site):
+    """A deploy stops the tasks worker cleanly and starts it again later than SESSION_HOST_LOST_SECONDS, while beat
+    and the sweeps go on (another worker runs them, as on a deployment's ops machine): the session is not lost,
+    and the worker started again runs its next task in the same browser."""
+    from app.browser_hosts import lost_sweep_seconds
+    from tests.processes import WorkerProcess
+
+    created = create(service, api_key)
+    session_id = created["session_id"]
+    browser_pid = session_row(session_id).pid
+    sweeper = WorkerProcess(queues="webhooks", name="sweeps")
+    try:
+        service.worker.stop()
+        service.processes.remove(service.worker)
+        # Longer than a silent machine takes to be lost: the threshold and two of beat's looks.
+        time.sleep(app.config["SESSION_HOST_LOST_SECONDS"] + 2 * lost_sweep_seconds(app.config))
+        assert session_row(session_id).status == "active", session_row(session_id).end_message
+    finally:
+        service.worker = service._started(WorkerProcess(concurrency=2, name="sdk"))
+        sweeper.stop()
+    body = run_and_wait(service, api_key, {"prompt": f"/Operator\ngo to {site.url('/page/again')}\nextract h1",
+                                           "cloudBrowserSessionId": session_id})
+    assert (body["status"], body["response"]["text"]) == ("success", "again"), body
+    assert session_row(session_id).pid == browser_pid  # the same browser, held again
+
+
 def test_another_keys_session_is_not_found(service, api_key, other_key):
     created = create(service, api_key)
     session_id = created["session_id"]

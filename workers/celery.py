@@ -7,7 +7,7 @@ from workers import metrics_server
 
 metrics_server.prepare()  # before anything imports prometheus_client: the pool processes inherit its folder
 
-from app import create_app  # noqa: E402
+from app import browser_hosts, create_app  # noqa: E402
 from app.extensions import celery_init_app  # noqa: E402
 
 flask_app = create_app()
@@ -24,6 +24,9 @@ app.conf.beat_schedule = {
     "purge-expired-files": {"task": "workers.purge_expired_files", "schedule": 300},
     "purge-window-commands": {"task": "workers.purge_window_commands", "schedule": 3600},
     "end-idle-sessions": {"task": "workers.sweep_idle_sessions", "schedule": _sweep},
+    # A killed machine's sessions and tasks end seconds after its heartbeats stop (app/browser_hosts.py).
+    "end-lost-sessions": {"task": "workers.sweep_lost_hosts", "schedule": browser_hosts.lost_sweep_seconds(
+        flask_app.config)},
     "reap-browsers": {"task": "workers.reap_browsers", "schedule": _sweep},
     # Schedules' fire times are minutes; a sweep a second at most late keeps a run within a second of its time.
     "fire-schedules": {"task": "workers.fire_schedules", "schedule": min(_sweep, 1.0)},

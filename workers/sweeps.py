@@ -1,7 +1,8 @@
 """Beat sweeps: re-publish undispatched tasks; retry or end tasks whose lease expired; end
 unanswered questions; publish webhook deliveries that are due; forget expired idempotency keys;
 delete uploaded files older than FILE_TTL_SECONDS and recordings older than RECORDING_TTL_SECONDS; end idle
-cloud browser sessions; reap the browsers of dead workers; submit the runs of schedules that are due."""
+cloud browser sessions, and those of machines that went quiet; reap the browsers of dead workers; submit the runs
+of schedules that are due."""
 import logging
 
 from flask import current_app
@@ -135,9 +136,14 @@ def purge_expired_files():
 
 
 def end_idle_sessions():
-    """End cloud browser sessions idle past their timeout, launches abandoned mid-way, and sessions whose machine
-    went quiet; returns how many."""
-    return sessions.expire_idle() + sessions.end_abandoned_starts() + sessions.end_lost()
+    """End cloud browser sessions idle past their timeout and launches abandoned mid-way; returns how many."""
+    return sessions.expire_idle() + sessions.end_abandoned_starts()
+
+
+def end_lost_sessions():
+    """End the sessions (and their tasks) of machines that went quiet; its own, shorter beat (lost_sweep_seconds):
+    a caller waits on it. Returns how many sessions."""
+    return sessions.end_lost()
 
 
 def reap_browsers(config=None):

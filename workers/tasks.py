@@ -67,6 +67,11 @@ def sweep_idle_sessions():
     return sweeps.end_idle_sessions()
 
 
+@shared_task(name="workers.sweep_lost_hosts")
+def sweep_lost_hosts():
+    return sweeps.end_lost_sessions()
+
+
 @shared_task(name="workers.reap_browsers")
 def reap_browsers():
     return sweeps.reap_browsers()

@@ -12,11 +12,12 @@ CHECK_SECONDS = 1.0  # a stop made on another machine ends the browser within ab
 
 class Holder(Background):
     """A thread of each tasks worker's main process (workers/celery.py); the one holding the host's flock does the
-    work, the others wait to take over. (The machine's heartbeat is its stream endpoint's registration,
-    workers/browser/host_endpoint.py: beat ends the sessions of a machine that went quiet.) Every second it ends the processes of this host's sessions whose rows
-    say ended (end_held_here): a stop or an idle sweep on any machine reaches the browser here, and one made while
-    this machine was down reaches it when it is back; and it stores the files its idle sessions' browsers
-    downloaded (keep_downloads_held_here: a CDP caller's, listed by any web machine)."""
+    work, the others wait to take over. (The machine's heartbeat is its stream endpoint's registration, on a thread
+    of its own: workers/browser/host_endpoint.py; beat ends the sessions of a machine that went quiet.) Every second
+    it ends the processes of this host's sessions whose rows say ended (end_held_here): a stop or an idle sweep on
+    any machine reaches the browser here, and one made while this machine was down reaches it when it is back; and
+    it stores the files its idle sessions' browsers downloaded (keep_downloads_held_here: a CDP caller's, listed by
+    any web machine)."""
 
     name = "session-holder"
 

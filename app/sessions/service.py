@@ -337,11 +337,14 @@ LOST_MACHINE = ("the machine holding its browser stopped answering, so the brows
 def end_lost():
     """End, as `error`, the active sessions of machines whose worker has not said it is alive for
     SESSION_HOST_LOST_SECONDS (beat): their CDP credential is revoked, and their tasks end at once with that
-    message, the one that was running there too (its lease is held by a worker of the lost machine)."""
+    message, the one that was running there too (its lease is held by a worker of the lost machine). Silence
+    counts only while the database was up: heartbeats refused by a restarting Postgres lose no machine."""
     seconds = current_app.config["SESSION_HOST_LOST_SECONDS"]
+    silent = SessionHost.seen_at < now_plus(-seconds)
+    if _is_postgres():
+        silent = and_(silent, func.pg_postmaster_start_time() < now_plus(-seconds))
     lost = db.session.execute(select(CloudSession.id).join(SessionHost, SessionHost.host == CloudSession.egress_host)
-                              .where(CloudSession.status == ACTIVE, SessionHost.seen_at < now_plus(-seconds))
-                              ).scalars().all()
+                              .where(CloudSession.status == ACTIVE, silent)).scalars().all()
     db.session.commit()
     ended = [row for row in (_mark_ended(session_id, "error", LOST_MACHINE) for session_id in lost) if row is not None]
     for row in ended:

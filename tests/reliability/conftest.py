@@ -5,17 +5,8 @@ import time
 import pytest
 import requests
 
-from tests.conftest import make_key
+from tests.conftest import FIGURES as REPORT, make_key  # noqa: F401  (REPORT: the figures the run prints at its end)
 from tests.processes import BeatProcess, WebProcess, WorkerProcess
-
-REPORT = {}  # figure name -> value, printed at the end of the run
-
-
-def pytest_terminal_summary(terminalreporter):
-    if REPORT:
-        terminalreporter.section("reliability figures")
-        for name, value in REPORT.items():
-            terminalreporter.write_line(f"{name}: {value}")
 
 
 FAST_SWEEPS = {"SWEEP_INTERVAL_SECONDS": "1", "LEASE_SECONDS": "3", "DISPATCH_GRACE_SECONDS": "1",

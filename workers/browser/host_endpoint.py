@@ -8,7 +8,8 @@ ever opened, and only for its discovery documents (/json/version, /json/list) an
 the check the bytes pass through unread, both ways: the CDP policy of a caller's commands is the web tier's
 (app/sessions/cdp_web.py), so this hop adds one copy and nothing else.
 
-Every few seconds it writes its URL (BROWSER_HOST_URL) with this machine's heartbeat into session_hosts.
+A thread of its own (Heartbeat: nothing else runs on it, so no request or stream can hold it up) writes its URL
+(BROWSER_HOST_URL) with this machine's heartbeat into session_hosts every sixth of SESSION_HOST_LOST_SECONDS.
 """
 import asyncio
 import logging
@@ -26,7 +27,6 @@ from app.sessions.cdp_proxy import read_head, refuse
 
 log = logging.getLogger(__name__)
 HEAD_LIMIT = 16 * 1024
-ALIVE_SECONDS = 5.0  # SESSION_HOST_LOST_SECONDS is far longer
 RUNNING = ("pending", "input-required")
 DISCOVERY = ("/json/version", "/json/list", "/json")
 PASSED_HEADERS = ("upgrade", "connection", "sec-websocket-key", "sec-websocket-version")  # no extensions: no
@@ -40,7 +40,7 @@ class HostEndpoint(Background):
         super().__init__()
         self.app, self.config = app, app.config
         self.host = browser_hosts.this_host()
-        self.url = self.listener = None
+        self.url = self.listener = self.heartbeat = None
 
     def start(self):
         """Listen and register before the worker's first task can publish a browser: a viewer never finds a running
@@ -52,8 +52,14 @@ class HostEndpoint(Background):
         self.url = self.config["BROWSER_HOST_URL"] or default_url(self.config, bind_host,
                                                                    self.listener.getsockname()[1])
         log.info("browser stream endpoint for %s at %s", self.host, self.url)
-        self._in_app(browser_hosts.register, self.host, self.url)
+        _in_app(self.app, browser_hosts.register, self.host, self.url)
+        self.heartbeat = Heartbeat(self.app, self.host, self.url).start()
         return super().start()
+
+    def stop(self):
+        super().stop()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
 
     def _run(self):
         asyncio.run(self._serve())
@@ -62,20 +68,7 @@ class HostEndpoint(Background):
         server = await asyncio.start_server(self._handle, sock=self.listener, limit=HEAD_LIMIT)
         async with server:
             while not self.stopping.is_set():
-                for _ in range(int(ALIVE_SECONDS * 4)):
-                    if self.stopping.is_set():
-                        break
-                    await asyncio.sleep(0.25)
-                await asyncio.to_thread(self._in_app, browser_hosts.register, self.host, self.url)
-        await asyncio.to_thread(self._in_app, browser_hosts.unregister, self.host, self.url)
-
-    def _in_app(self, work, *args):
-        try:
-            with self.app.app_context():
-                return work(*args)
-        except Exception:  # the database is down, say: the next turn tries again
-            log.warning("browser stream endpoint: %s failed", work.__name__, exc_info=True)
-            return None
+                await asyncio.sleep(0.25)
 
     async def _handle(self, reader, writer):
         request = await read_head(reader, writer)
@@ -89,7 +82,7 @@ class HostEndpoint(Background):
         if method != "GET" or not (path in DISCOVERY or path.startswith("/devtools/")) or ".." in path or "%" in path \
                 or "?" in path:
             return await refuse(writer, 404, "Not Found", "only a browser's DevTools endpoints are served here")
-        socket_path = await asyncio.to_thread(self._in_app, self._socket_of, target)
+        socket_path = await asyncio.to_thread(_in_app, self.app, self._socket_of, target)
         if socket_path is None:
             return await refuse(writer, 404, "Not Found", "that browser is not running on this machine")
         try:
@@ -120,6 +113,33 @@ class HostEndpoint(Background):
         finally:
             db.session.rollback()
         return unix_http.socket_path(endpoint) if endpoint and endpoint.startswith("unix:") else None
+
+
+class Heartbeat(Background):
+    """This machine is alive: its registration renewed every browser_hosts.heartbeat_seconds, on a thread that does
+    nothing else (a Celery task would wait behind long work; the endpoint's loop behind a slow request), with a
+    connection of its own. Its last act says the endpoint stopped cleanly (a restart is expected)."""
+
+    name = "browser-host-heartbeat"
+
+    def __init__(self, app, host, url):
+        super().__init__()
+        self.app, self.host, self.url = app, host, url
+        self.seconds = browser_hosts.heartbeat_seconds(app.config)
+
+    def _run(self):
+        while not self.stopping.wait(self.seconds):
+            _in_app(self.app, browser_hosts.register, self.host, self.url)
+        _in_app(self.app, browser_hosts.unregister, self.host, self.url)
+
+
+def _in_app(app, work, *args):
+    try:
+        with app.app_context():
+            return work(*args)
+    except Exception:  # the database is down, say: the next turn tries again
+        log.warning("browser stream endpoint: %s failed", work.__name__, exc_info=True)
+        return None
 
 
 def default_url(config, bind_host, port):
