@@ -15,6 +15,8 @@ def _badge(task):
     """(badge status, label): a cancelled task ended as `error` in the API, but nothing failed."""
     if task.status == "error" and task.error == "cancelled":
         return "cancelled", "Cancelled"
+    if task.status == "input-required" and (task.hitl or {}).get("type") == "arrival":  # no one is asked anything
+        return task.status, f"Waiting for a {task.hitl.get('kind', 'code')}"
     return task.status, STATUS_LABELS.get(task.status, task.status)
 
 
