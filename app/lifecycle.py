@@ -153,7 +153,7 @@ def _finish_statement(names, terminal, by, notify):
     values.update(lease_owner=None, lease_expires_at=None)
     if terminal:
         values.update(completed_at=now(), secrets_sealed=None, hitl=None, pause_snapshot=None, browser_node=None,
-                      live=None)
+                      live=None, wait_sealed=None)
     # What the finished-task metrics label and time it by (app/metrics), and a schedule's run its schedule, read back
     # by the same statement.
     returning = [_TASKS.c.callback_url, _TASKS.c.schedule_id, _TASKS.c.execution_mode, _TASKS.c.agent,
@@ -161,6 +161,17 @@ def _finish_statement(names, terminal, by, notify):
     if notify:
         returning.append(func.pg_notify("task_finished", _TASKS.c.id))
     return update(_TASKS).where(and_(*condition)).values(**values).returning(*returning)
+
+
+def waits_for_arrival(task):
+    """Whether the task paused (or is resuming from a pause) for a one-time code or sign-in link to arrive
+    (`${code:TO}`, `${link:TO}`), not for a person's answer."""
+    return (task.hitl or {}).get("type") == "arrival"
+
+
+def takes_up_a_pause(task):
+    """Whether this run goes on from a pause: a question answered, or the code or link it waited for arrived."""
+    return bool(task.hitl) and ("answer" in task.hitl or waits_for_arrival(task))
 
 
 def failure_response(message):

@@ -146,6 +146,9 @@ class Task(db.Model):
     # JSON, for a fresh browser should the kept one be gone; and the Celery node (worker_direct) keeping the browser.
     pause_snapshot: Mapped[str | None] = mapped_column(Text)
     browser_node: Mapped[str | None] = mapped_column(String(200))
+    # At a pause for a code or link (`${code:TO}`, workers/agent/arrivals.py), Fernet-encrypted JSON: what the run
+    # takes up when it arrives (the wait's start, the messages used, the script recorded so far, a replay's place).
+    wait_sealed: Mapped[str | None] = mapped_column(Text)
     # What its live viewers follow (app/live/state.py), written by the worker running it: {host, endpoint, targetId,
     # url, step, paused, loading, waiting}. In the row, so a viewer on any web machine reads it.
     live: Mapped[dict | None] = mapped_column(JSON)

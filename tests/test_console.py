@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -352,6 +353,44 @@ def test_a_browser_task_shows_its_timeline_and_gif(live, browser, key, unpublish
     wait_for(browser, lambda d: d.execute_script(
         "const i = document.getElementById('gif'); return i && i.complete && i.naturalWidth > 0"), "the GIF")
     screenshot(browser, "task-browser")
+
+
+def test_a_task_waiting_for_a_code_says_so_and_its_timeline_shows_how_long_it_waited(live, browser, key, unpublished):
+    from app.codes.service import waiting_for
+    from app.models import clock
+
+    owner = key_row(key)
+    to = "ada@example.test"
+    request_id = submit_hidden(owner, "/Operator go to http://127.0.0.2/sign-in\ntype ${code:%s} into Code" % to,
+                               executionMode="cloud_browser")
+    opened = {"url": "http://127.0.0.2/sign-in", "action": "go to http://127.0.0.2/sign-in", "durationMs": 420,
+              "startTs": "2026-01-01T00:00:00.000Z", "endTs": "2026-01-01T00:00:00.420Z"}
+    since = clock()
+    question, hitl = waiting_for("code", to, since, since.replace(microsecond=0) + timedelta(seconds=300))
+    lifecycle.finish(request_id, "input-required", {"output": {"type": "text", "content": question},
+                                                    "text": question, "actionTrace": [opened]},
+                     {"actions": 1, "credits": 1.0}, trace=[opened], hitl=hitl)
+    sign_in(browser, live, key)
+    browser.get(f"{live.base}/console/tasks/{request_id}")
+    assert status_text(browser) == "Waiting for a code"
+    assert text_of(browser, "#output").startswith(f"Waiting for a one-time code sent to {to} (until ")
+    assert not browser.find_element(By.ID, "answer-box").is_displayed()  # no one is asked anything
+    mark_page(browser)
+    typed = {"url": "http://127.0.0.2/sign-in", "action": "type ${code:%s} into \"Code\"" % to,
+             "waited": f"waited 41 s for a code to {to}", "durationMs": 300,
+             "startTs": "2026-01-01T00:00:41.500Z", "endTs": "2026-01-01T00:00:41.800Z"}
+    lifecycle.finish(request_id, "success", {"output": {"type": "text", "content": "Signed in"}, "text": "Signed in",
+                                             "actionTrace": [opened, typed]},
+                     {"actions": 2, "credits": 2.0}, trace=[opened, typed])
+    wait_for(browser, lambda d: status_text(d) == "Succeeded", "the task to go on and finish")
+    assert same_document(browser)  # the live update drew the timeline
+    steps = browser.find_elements(By.CSS_SELECTOR, "#timeline li")
+    assert f"Waited 41 s for a code to {to}" in steps[1].find_element(By.CSS_SELECTOR, ".step-waited").text
+    screenshot(browser, "task-code-waited")
+    browser.refresh()  # and the page as the server draws it
+    steps = browser.find_elements(By.CSS_SELECTOR, "#timeline li")
+    assert steps[1].find_element(By.CSS_SELECTOR, ".step-waited").text == f"Waited 41 s for a code to {to}"
+    assert not steps[0].find_elements(By.CSS_SELECTOR, ".step-waited")
 
 
 def test_windows_page_and_window_picker(live, browser, key, unpublished):

@@ -1,21 +1,25 @@
 """Stored credentials and codes that arrive out of band: a loopback bank that checks the password and the code on
-its server, signed in by a task from a stored credential with the code pushed by POST /fast/v2/codes or mailed to
-the SMTP receiver; the site guard; values absent from poll, row, recording, script, GIF and logs; key isolation."""
+its server, signed in by a scheduled run from a stored credential with the code pushed by POST /fast/v2/codes or
+mailed to the SMTP receiver, the run holding no worker slot while it waits; the site guard; values absent from poll,
+row, recording, script, GIF and logs; key isolation."""
 import io
 import json
 import random
 import smtplib
 import sys
+from datetime import datetime
 from email.message import EmailMessage
 
 import pytest
 from PIL import Image
-from sqlalchemy import text
+from sqlalchemy import select, text, update
 
 from app.extensions import db
-from tests.conftest import WorkerProcess, make_key, submit, wait_for_status, wait_until
+from app.models import Task, now
+from tests.conftest import WorkerProcess, make_key, poll, submit, wait_for_status
 from tests.page_server import PageServer
 from tests.processes import ManagedProcess, free_port
+from workers import sweeps
 
 PASSWORD, ROTATED, USERNAME = "correct-horse-4417", "battery-staple-9052", "ada.lovelace"
 TO = "ada@example.test"
@@ -74,9 +78,37 @@ def store(client, key, password=PASSWORD, sites=None, **extra):
         "name": "bank", "username": USERNAME, "password": password, "sites": sites or ["127.0.0.1"], **extra})
 
 
+def sign_in_task(bank):
+    return {"executionMode": "cloud_browser", "generateGif": True, "prompt": "\n".join(
+        ["/Operator", f"go to {bank.url('/sign-in')}", *SIGN_IN_STEPS])}
+
+
 def sign_in(client, key, bank):
-    return submit(client, key, {"executionMode": "cloud_browser", "generateGif": True, "prompt": "\n".join(
-        ["/Operator", f"go to {bank.url('/sign-in')}", *SIGN_IN_STEPS])}).get_json()["requestId"]
+    return submit(client, key, sign_in_task(bank)).get_json()["requestId"]
+
+
+def fire(client, key, schedule_id):
+    """Beat's sweep at the schedule's next fire time (a clock the test sets, as in test_schedules.py): its run."""
+    upcoming = client.get(f"/fast/v2/schedules/{schedule_id}", headers={"x-api-key": key}).get_json()["nextRuns"][0]
+    fire_at = datetime.fromisoformat(upcoming)
+    assert sweeps.fire_schedules(fire_at) == 1
+    db.session.rollback()
+    return db.session.execute(select(Task.id).where(Task.schedule_id == schedule_id, Task.fire_at == fire_at)
+                              ).scalar_one()
+
+
+def waits_in_no_worker_slot(client, key, request_id):
+    """The run waits for its code as `input-required`, saying what for; meanwhile the worker, which runs one task
+    at a time, runs another task to its end."""
+    body = wait_for_status(client, key, request_id, statuses=("input-required", "success", "error"), timeout=120)
+    assert body["status"] == "input-required", json.dumps(body)[:2000]
+    assert {k: body["hitlInputMetadata"][k] for k in ("type", "kind", "to")} == {"type": "arrival", "kind": "code",
+                                                                                  "to": TO}
+    assert body["response"]["text"].startswith(f"Waiting for a one-time code sent to {TO} (until ")
+    other = submit(client, key, {"prompt": "answer meanwhile", "executionMode": "cloud"}).get_json()["requestId"]
+    assert wait_for_status(client, key, other, timeout=120)["status"] == "success"
+    assert poll(client, key, request_id).get_json()["status"] == "input-required"
+    return body
 
 
 def values_nowhere(client, key, request_id, values, *texts):
@@ -158,37 +190,52 @@ def test_an_address_belongs_to_the_key_that_claims_it_first(client, api_key, oth
     assert pushed.status_code == 202 and pushed.get_json() == {"to": TO, "code": True, "link": False}
 
 
-def test_a_wait_for_a_code_that_never_comes_ends_saying_what_it_waited_for(app, api_key):
-    from app.models import ApiKey
-    from workers.agent.arrivals import waiter
-    from workers.agent.secrets import ArrivalTimeout, Secrets
-
-    secrets = Secrets(arrivals=[("code", TO)])
-    with app.app_context():
-        key_id = db.session.execute(text("SELECT max(id) FROM api_keys")).scalar_one()
-        assert db.session.get(ApiKey, key_id) is not None
-        secrets.wait = waiter(key_id, 0.5, lambda: False, secrets)
-        with pytest.raises(ArrivalTimeout, match=r"Waited 0.5 s \(CODE_WAIT_SECONDS\) for a one-time code sent to "
-                                                  "ada@example.test; none arrived"):
-            secrets.substitute("${code:ada@example.test}")
-
-
-def test_a_task_signs_in_from_a_stored_credential_with_a_code_pushed_by_api_then_mailed(
-        client, api_key, other_key, bank, worker):
+def test_a_wait_for_a_code_that_never_comes_ends_saying_what_it_waited_for(client, api_key, bank, worker):
     assert store(client, api_key, sites=[f"127.0.0.1:{bank.port}"]).status_code == 201
     bank.state.update(password=PASSWORD, sent=[])
     request_id = sign_in(client, api_key, bank)
-    wait_until(lambda: bank.state["sent"], "the bank to send a code", timeout=120)
+    body = wait_for_status(client, api_key, request_id, statuses=("input-required", "success", "error"), timeout=120)
+    assert body["status"] == "input-required" and body["hitlInputMetadata"]["to"] == TO, body
+    answered = client.post(f"/fast/v2/remote-dispatch/responses/{request_id}/input", headers={"x-api-key": api_key},
+                           json={"answer": "123456"})
+    assert answered.status_code == 409 and "send it with POST /fast/v2/codes" in answered.get_json()["message"]
+    # CODE_WAIT_SECONDS (120 s for this worker) pass: its deadline is now, and beat's sweep ends it.
+    db.session.execute(update(Task).where(Task.id == request_id).values(input_deadline_at=now()))
+    db.session.commit()
+    assert sweeps.expire_input_requests() == 1
+    body = poll(client, api_key, request_id).get_json()
+    assert body["status"] == "error" and body["response"]["text"].startswith(
+        f"Waited 120 s (CODE_WAIT_SECONDS) for a one-time code sent to {TO}; none arrived."), body
+    assert body["response"]["actionTrace"][-1]["action"] == f"error: {body['response']['text']}"
+
+
+def test_a_scheduled_run_signs_in_from_a_stored_credential_with_a_code_pushed_by_api_then_mailed(
+        client, api_key, other_key, bank, worker):
+    assert store(client, api_key, sites=[f"127.0.0.1:{bank.port}"]).status_code == 201
+    bank.state.update(password=PASSWORD, sent=[], received=[])
+    created = client.post("/fast/v2/schedules", headers={"x-api-key": api_key}, json={
+        "name": "sign in at 7", "cron": "0 7 * * *", "timeZone": "Europe/Oslo", "task": sign_in_task(bank)})
+    assert created.status_code == 201, created.get_json()
+    schedule_id = created.get_json()["scheduleId"]
+    request_id = fire(client, api_key, schedule_id)
+    waits_in_no_worker_slot(client, api_key, request_id)
+    assert len(bank.state["sent"]) == 1
     # Another key's message to the same address never reaches this task: the bank would refuse its code.
     client.post("/fast/v2/codes", headers={"x-api-key": other_key}, json={"to": TO, "code": "000000"})
     assert client.post("/fast/v2/codes", headers={"x-api-key": api_key}, json={
         "to": "ADA@example.test", "text": f"Your Loopback Bank code is {bank.state['sent'][-1]}."}).status_code == 202
     body = wait_for_status(client, api_key, request_id, timeout=120)
     assert body["status"] == "success", json.dumps(body)[:3000]
+    assert body["trigger"] == "schedule" and body["scheduleId"] == schedule_id
     assert body["response"]["text"] == "Signed in as ada"  # the bank's server checked the password and the code
+    assert bank.state["received"] == [{"username": USERNAME, "password": PASSWORD},
+                                      {"code": bank.state["sent"][-1]}]
     trace = body["response"]["actionTrace"]
     assert trace[2]["action"] == 'type ${cred:bank.password} into "Password"'
-    assert trace[4]["waited"].startswith("waited ") and trace[4]["waited"].endswith(f" s for a code to {TO}")
+    [typed] = [entry for entry in trace if entry["action"] == 'type ${code:%s} into "Code"' % TO]
+    assert typed["waited"].startswith("waited ") and typed["waited"].endswith(f" s for a code to {TO}")
+    assert "resumed in the browser kept since the pause (same tabs, page, cookies and storage)" in [
+        entry["action"] for entry in trace]
     script = client.get(f"/fast/v2/remote-dispatch/responses/{request_id}/script",
                         headers={"x-api-key": api_key}).get_json()["script"]
     assert [s["args"]["text"] for s in script["steps"] if s["action"] == "type"] == [
@@ -203,9 +250,9 @@ def test_a_task_signs_in_from_a_stored_credential_with_a_code_pushed_by_api_then
         mail.wait_until(lambda: "listening" in mail.output())
         assert client.put("/fast/v2/credentials/bank", headers={"x-api-key": api_key}, json={
             "username": USERNAME, "password": ROTATED, "sites": [f"127.0.0.1:{bank.port}"]}).status_code == 200
-        bank.state.update(password=ROTATED, sent=[])
-        again = sign_in(client, api_key, bank)
-        wait_until(lambda: bank.state["sent"], "the bank to send a code", timeout=120)
+        bank.state.update(password=ROTATED, sent=[], received=[])
+        again = fire(client, api_key, schedule_id)
+        waits_in_no_worker_slot(client, api_key, again)
         message = EmailMessage()
         message["From"], message["To"], message["Subject"] = "bank@bank.example", TO, "Your sign-in code"
         message.set_content(f"Hello Ada,\n\nyour sign-in code is {bank.state['sent'][-1]}. It expires in 10 minutes.")
@@ -215,6 +262,8 @@ def test_a_task_signs_in_from_a_stored_credential_with_a_code_pushed_by_api_then
                 smtp.sendmail("bank@bank.example", ["grace@example.test"], message.as_bytes())
         later = wait_for_status(client, api_key, again, timeout=120)
         assert later["status"] == "success" and later["response"]["text"] == "Signed in as ada", later
+        assert bank.state["received"] == [{"username": USERNAME, "password": ROTATED},
+                                          {"code": bank.state["sent"][-1]}]
         # The GIF's frame after the password was typed is the same picture for both passwords: dots.
         assert gif_frame(client, api_key, body, 3) == gif_frame(client, api_key, later, 3)
         codes = [first_code, bank.state["sent"][-1]]
@@ -262,13 +311,13 @@ def test_the_console_lists_names_and_sites_never_values(client, api_key, other_k
 
 
 def test_a_sign_in_link_is_taken_from_the_message_opened_once_and_redacted(client, app, api_key):
-    from workers.agent.arrivals import waiter
+    from workers.agent.arrivals import Arrivals
     from workers.agent.secrets import Secrets
 
     link = "https://bank.example/magic?token=4f9a2c77e1"
     secrets = Secrets(arrivals=[("link", TO)])
     key_id = db.session.execute(text("SELECT max(id) FROM api_keys")).scalar_one()
-    secrets.wait = waiter(key_id, 5, lambda: False, secrets)  # the run starts waiting, then the mail comes
+    secrets.wait = Arrivals(key_id, 5, secrets)  # the run starts, then the mail comes
     db.session.rollback()
     assert client.post("/fast/v2/codes", headers={"x-api-key": api_key}, json={
         "to": TO, "text": f"Hi Ada, see https://bank.example/ or sign in here: {link}. Thanks"}).status_code == 202

@@ -5,6 +5,7 @@ import socket
 import threading
 import time
 import uuid
+from datetime import datetime
 
 from celery.exceptions import SoftTimeLimitExceeded
 from flask import current_app
@@ -13,6 +14,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from app import lifecycle
 from app.agents import split_prefix
 from app.dispatch.service import dispatch
+from app.codes import service as codes
 from app.credentials import service as credentials
 from app.credentials.placeholders import arrivals, placeholder_text
 from app.crypto import seal, unseal
@@ -23,7 +25,7 @@ from app.scripts.format import secrets_of
 from app.scripts.service import add_version
 
 from .agent.actions import Outcome
-from .agent.arrivals import waiter
+from .agent.arrivals import Arrivals
 from .agent.conversation import Conversation
 from .agent.environments import environment_for
 from .agent.loop import AgentLoop, Budget, RunState, _ms, _ts
@@ -116,13 +118,14 @@ def execute_task(task_id, node=None):
             return cancelled[0] or person.hold()
 
         person = PersonControl(task, owner, lambda: _run_flags(task_id, seen), seen, shown, halted)
+        waited = unseal(task.wait_sealed) if lifecycle.waits_for_arrival(task) and task.wait_sealed else {}
         if secrets.arrivals:
-            secrets.wait = waiter(task.api_key_id, config["CODE_WAIT_SECONDS"], stop, secrets)
+            secrets.wait = Arrivals(task.api_key_id, config["CODE_WAIT_SECONDS"], secrets, waited.get("arrivals"))
         loop, snapshot, kept = None, None, False
         time_up = Outcome("error", "Time limit reached: the worker's time limit for one task "
                                    f"({config['TASK_SOFT_TIME_LIMIT_SECONDS']} s) interrupted it.")
         try:
-            loop = build_loop(task, stop, secrets, shown, person)
+            loop = build_loop(task, stop, secrets, shown, person, waited)
         except ValueError as exc:  # the prompt cannot be planned, or the agent cannot run here
             outcome = Outcome("error", secrets.redact(str(exc)))
         except SoftTimeLimitExceeded:  # while its browser was starting
@@ -161,16 +164,22 @@ def execute_task(task_id, node=None):
         extra["script"] = script
     if loop is not None and loop.schema_check is not None:
         extra["schema_check"] = secrets.redact(loop.schema_check)
+    arrival = outcome.status == "input-required" and (outcome.hitl or {}).get("type") == "arrival"
     if outcome.status == "input-required":
         # The browser's state, sealed, for a fresh browser should the kept one be gone when the answer comes.
         extra.update(hitl=outcome.hitl, input_deadline_at=now_plus(config["INPUT_TIMEOUT_SECONDS"]),
                      pause_snapshot=seal(snapshot) if snapshot else None, browser_node=node if kept else None)
+    if arrival:  # until the code or link comes, or CODE_WAIT_SECONDS after the wait began
+        extra.update(input_deadline_at=datetime.fromisoformat(outcome.hitl["waitingUntil"]),
+                     wait_sealed=seal(_waited(secrets, loop)))
     response = _response(outcome, trace)
     if files:
         response["files"] = files
-    _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, response, usage,
-                         trace=trace, error=outcome.text if outcome.status == "error" else None,
-                         owner=owner, **extra)
+    paused = _finish_while_leased(config["LEASE_SECONDS"], task_id, outcome.status, response, usage,
+                                  trace=trace, error=outcome.text if outcome.status == "error" else None,
+                                  owner=owner, **extra)
+    if paused and arrival and secrets.wait.arrived():  # it came while the run paused: no one else resumes it
+        codes.resume_waiting(task.api_key_id, outcome.hitl["to"], [outcome.hitl["kind"]], task_id=task_id)
     saved = ((task.options or {}).get("replay") or {}).get("scriptId")
     if saved and script is not None and script.get("healed"):
         add_version(saved, script, task_id)
@@ -242,7 +251,16 @@ def close_environment(environment, pausing=False):
             environment.mcp.close()
 
 
-def build_loop(task, should_stop, secrets, shown, person=None):
+def _waited(secrets, loop):
+    """What the run that takes up a pause for a code or link goes on from: the arrivals' state, the script recorded
+    so far and a replay's place (the step that waits runs again)."""
+    hook = getattr(loop.environment, "script_hook", None)
+    planner = loop.planner
+    return {"arrivals": secrets.wait.kept(), "script": hook.kept() if hook is not None else None,
+            "replay": planner.kept() if isinstance(planner, ReplayPlanner) else None}
+
+
+def build_loop(task, should_stop, secrets, shown, person=None, waited=None):
     config = current_app.config
     options = task.options or {}
     schema = (options.get("responseFormat") or {}).get("jsonSchema")
@@ -272,7 +290,8 @@ def build_loop(task, should_stop, secrets, shown, person=None):
             time_zone=options.get("timeZone") or "America/Los_Angeles",
             attachments=referenced_keys(options),
         )
-        planner = replay_planner(task, environment, secrets, brief, config) or make_planner(brief, config)
+        planner = replay_planner(task, environment, secrets, brief, config, waited or {}) or make_planner(
+            brief, config)
         # A vision model gets a screenshot beside each page view, unless the task has secrets: a value typed
         # into a visible text field would reach the model in the picture.
         environment.screenshots = getattr(planner, "vision", False) and not secrets.names()
@@ -305,15 +324,17 @@ def _with_start_page(prompt, environment, config, secrets):
     return f"{prompt}\n\n{secrets.redact(first)}" if first else prompt
 
 
-def replay_planner(task, environment, secrets, brief, config):
+def replay_planner(task, environment, secrets, brief, config, waited):
     """Browser runs record their script; a replay (options.replay) runs one without a model, and heals with
-    the model from a step that cannot run when one is configured. None: the usual planner."""
-    if not hasattr(environment, "script_hook") or task.hitl:
-        return None  # no browser, or resumed after a pause: the trace before it is not recorded
+    the model from a step that cannot run when one is configured. None: the usual planner. `waited`: what a pause
+    for a code or link kept (`_waited`), from which the script and the replay go on."""
+    if not hasattr(environment, "script_hook") or (task.hitl and not lifecycle.waits_for_arrival(task)):
+        return None  # no browser, or resumed after a question: the trace before it is not recorded
     replay = (task.options or {}).get("replay")
     variables = {**((replay or {}).get("script", {}).get("defaults") or {}),
                  **((task.options or {}).get("inputVariables") or {})}
-    environment.script_hook = ScriptHook(secrets, variables, base=replay and replay["script"])
+    environment.script_hook = ScriptHook(secrets, variables, base=replay and replay["script"],
+                                         kept=waited.get("script"))
     if not replay:
         return None
     missing = sorted(set(secrets_of(replay["script"])) - set(secrets.names()))
@@ -321,7 +342,7 @@ def replay_planner(task, environment, secrets, brief, config):
         raise ValueError("The script types secrets this replay was not given: "
                          + ", ".join(f"${{{name}}}" for name in missing) + " (send them in secretVariables).")
     heal = (lambda: make_planner(brief, config)) if model_configured(config) else None
-    return ReplayPlanner(replay["script"], environment.script_hook, variables, heal=heal)
+    return ReplayPlanner(replay["script"], environment.script_hook, variables, heal=heal, kept=waited.get("replay"))
 
 
 def recorded_script(task, loop, outcome):
@@ -333,14 +354,18 @@ def recorded_script(task, loop, outcome):
 
 
 def _resumed_state(task, secrets):
-    """A task answered after `input-required` continues where it paused, with the answer in its history."""
-    if not (task.hitl and "answer" in task.hitl and task.messages):
+    """A task answered after `input-required` continues where it paused, with the answer in its history (after a
+    pause for a code or link there is no answer: the step that waited runs again)."""
+    if not (lifecycle.takes_up_a_pause(task) and task.messages):
         return None
     trace = [dict(entry) for entry in task.trace or []]
     if trace:
         trace[-1].pop("credits", None)  # the pause's entry is no longer the final one
     usage = task.usage or {}
-    return RunState(Conversation.resume(task.messages, secrets.redact(task.hitl["answer"])), trace=trace,
+    answer = task.hitl.get("answer")
+    conversation = Conversation(list(task.messages)) if answer is None else Conversation.resume(
+        task.messages, secrets.redact(answer))
+    return RunState(conversation, trace=trace,
                     actions=usage.get("actions", 0), prior_actions=usage.get("actions", 0),
                     page_actions=usage.get("actions", 0),
                     prior_credits=usage.get("credits", 0.0))

@@ -9,6 +9,7 @@ from flask import current_app
 from sqlalchemy import and_, delete, or_, select
 
 from app import lifecycle
+from app.codes import service as codes
 from app.dispatch import recordings
 from app.dispatch.service import dispatch
 from app.files import service as files
@@ -80,7 +81,8 @@ def expire_leases():
 
 
 def expire_input_requests():
-    """Tasks paused on a question nobody answered in time end as error; returns how many."""
+    """Tasks paused on a question nobody answered in time, or for a code or link that did not come within
+    CODE_WAIT_SECONDS, end as error; returns how many."""
     waiting = db.session.execute(
         select(Task.id).where(Task.status == "input-required", Task.input_deadline_at < now()).limit(BATCH)
     ).scalars().all()
@@ -88,12 +90,20 @@ def expire_input_requests():
     ended = 0
     for task_id in waiting:
         task = db.session.get(Task, task_id)
-        message = "Nobody answered the task's question in time; the task was not completed."
+        trace = task.trace
+        if lifecycle.waits_for_arrival(task):  # no code or link came: the error says what it waited for
+            message = codes.gave_up(task.hitl["kind"], task.hitl["to"], codes.wait_seconds(task.hitl))
+            trace = [dict(entry) for entry in trace or []]
+            if trace:
+                trace[-1].pop("credits", None)  # the pause's entry is no longer the final one
+            trace.append(lifecycle.final_trace_entry(f"error: {message}", task.usage or {}))
+        else:
+            message = "Nobody answered the task's question in time; the task was not completed."
         response = lifecycle.failure_response(message)
-        response["actionTrace"] = task.trace
-        ended += lifecycle.finish(task_id, "error", response, task.usage, error=message)
+        response["actionTrace"] = trace
+        ended += lifecycle.finish(task_id, "error", response, task.usage, trace=trace, error=message)
     if waiting:
-        log.info("ended %d tasks left waiting for input", ended)
+        log.info("ended %d tasks left waiting for input or for a code", ended)
     return ended
 
 

@@ -1,16 +1,21 @@
 """Codes and links per API key: identifiers claimed (one key each), messages received (by API or mail) and kept
-sealed for the key, the newest one handed to a waiting task."""
-from sqlalchemy import delete, select
+sealed for the key, the newest one handed to a waiting task; a task paused for one is resumed when it arrives."""
+import logging
+from datetime import datetime
+
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..credentials.placeholders import arrivals, normalise
 from ..crypto import seal, unseal
 from ..errors import ApiError, invalid
 from ..extensions import db
-from ..models import CodeAddress, CodeMessage, now_plus
+from ..models import CodeAddress, CodeMessage, Task, now_plus
 from .extract import code_in, link_in
 
+log = logging.getLogger(__name__)
 KEPT_SECONDS = 86400  # a message older than a day is no one's current code
+WHAT = {"code": "a one-time code", "link": "a sign-in link"}
 
 
 def _claimed_elsewhere(identifier):
@@ -92,7 +97,54 @@ def receive(api_key_id, to, text=None, code=None, link=None, source="api"):
                       sealed=seal({"code": code, "link": link}), source=source)
     db.session.add(row)
     db.session.commit()
+    resume_waiting(api_key_id, identifier, [kind for kind, found in (("code", code), ("link", link)) if found])
     return {"to": identifier, "code": bool(code), "link": bool(link)}
+
+
+def gave_up(kind, identifier, seconds):
+    """The error of a task whose wait for a code or link to `identifier` ran out."""
+    return (f"Waited {seconds:g} s (CODE_WAIT_SECONDS) for {WHAT[kind]} sent to {identifier}; none arrived. "
+            f"Send it with POST /fast/v2/codes {{\"to\": \"{identifier}\", ...}} or by mail to that address "
+            "(claimed by this key) while the task waits.")
+
+
+def waiting_for(kind, identifier, since, until):
+    """(the text, hitlInputMetadata) of a task paused until a code or link for `identifier` arrives."""
+    from ..dispatch.queries import isoformat
+
+    text = (f"Waiting for {WHAT[kind]} sent to {identifier} (until {isoformat(until)}, CODE_WAIT_SECONDS): "
+            f"send it with POST /fast/v2/codes {{\"to\": \"{identifier}\", ...}} or by mail to that address. The "
+            "task goes on when it arrives; it holds no worker meanwhile.")
+    return text, {"type": "arrival", "kind": kind, "to": identifier, "waitingSince": isoformat(since),
+                  "waitingUntil": isoformat(until)}
+
+
+def wait_seconds(hitl):
+    """How long a paused task's wait for a code or link lasts (the CODE_WAIT_SECONDS of the worker that paused it)."""
+    since, until = (datetime.fromisoformat(hitl[name]) for name in ("waitingSince", "waitingUntil"))
+    return round((until - since).total_seconds(), 3)
+
+
+def resume_waiting(api_key_id, identifier, kinds, task_id=None):
+    """Resume this key's tasks paused for a code or link (of `kinds`) to `identifier` (or task `task_id` alone):
+    pending again, published to the worker that keeps its browser (as an answered question is), whichever machine
+    received the message. Returns how many were resumed."""
+    from ..dispatch.service import dispatch
+
+    kind, to = Task.hitl["kind"].as_string(), Task.hitl["to"].as_string()
+    waiting = [Task.api_key_id == api_key_id, Task.status == "input-required", Task.lease_owner.is_(None),
+               Task.hitl["type"].as_string() == "arrival", to == normalise(identifier), kind.in_(kinds)]
+    if task_id is not None:
+        waiting.append(Task.id == task_id)
+    resumed = db.session.execute(
+        update(Task).where(*waiting).values(status="pending", response=None, input_deadline_at=None,
+                                            dispatched_at=None)
+        .returning(Task.id, Task.browser_node).execution_options(synchronize_session=False)).all()
+    db.session.commit()
+    for resumed_id, node in resumed:
+        log.info("task %s: the %s it waited for arrived; resumed", resumed_id, "/".join(kinds))
+        dispatch(resumed_id, node=node)
+    return len(resumed)
 
 
 def newest(api_key_id, identifier, kind, after_id, since):

@@ -15,6 +15,8 @@ def _badge(task):
     """(badge status, label): a cancelled task ended as `error` in the API, but nothing failed."""
     if task.status == "error" and task.error == "cancelled":
         return "cancelled", "Cancelled"
+    if task.status == "input-required" and (task.hitl or {}).get("type") == "arrival":  # no one is asked anything
+        return task.status, f"Waiting for a {task.hitl.get('kind', 'code')}"
     return task.status, STATUS_LABELS.get(task.status, task.status)
 
 
@@ -46,7 +48,8 @@ def _step(entry):
         action = action[len("error:"):].strip()
     reason = entry.get("error") if isinstance(entry.get("error"), str) and entry.get("error") != action else None
     return {"url": entry.get("url") or "", "action": action, "durationMs": entry.get("durationMs"),
-            "failed": failed, "reason": reason, "replayed": entry.get("replayed"), "startTs": entry.get("startTs")}
+            "failed": failed, "reason": reason, "replayed": entry.get("replayed"), "startTs": entry.get("startTs"),
+            "waited": entry.get("waited") if isinstance(entry.get("waited"), str) else None}
 
 
 def _script(task):
@@ -118,7 +121,7 @@ def task(task):
         "output": _output(task),
         "trace": [_step(e) for e in (task.trace or [])],
         "question": question, "inputId": (hitl or {}).get("inputId"),
-        "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required",
+        "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required" and (hitl or {}).get("type") != "arrival",
         "hasGif": task.status not in ACTIVE and queries.task_gif(task.api_key_id, task.id) is not None,
         "hasRecording": recordings.exists(task.id),
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),

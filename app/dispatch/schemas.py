@@ -662,7 +662,10 @@ class TaskResultSchema(ma.Schema):
     createdAt = fields.String(required=True)
     completedAt = fields.String(allow_none=True)
     usage = fields.Nested(UsageSchema, allow_none=True)
-    hitlInputMetadata = fields.Dict(allow_none=True)
+    hitlInputMetadata = fields.Dict(allow_none=True, metadata={
+        "description": "While input-required: the question ({inputId, action}) to answer through .../input, or, "
+                       "with type 'arrival', the one-time code or sign-in link the task waits for ({type, kind, to, "
+                       "waitingSince, waitingUntil}), which resumes it when it arrives (POST /fast/v2/codes)."})
     trigger = fields.String(metadata={"enum": ["api", "schedule"], "description": "What submitted the task"})
     scheduleId = fields.String(allow_none=True, metadata={"description": "The schedule whose run this is"})
     progress = fields.Dict(allow_none=True, metadata={

@@ -220,6 +220,9 @@ def answer_input(api_key_id, task_id, data):
     """Resume a task paused on a question (`input-required`) with the user's answer."""
     task = get_task(api_key_id, task_id)
     hitl = task.hitl or {}
+    if task.status == "input-required" and lifecycle.waits_for_arrival(task):
+        raise ApiError(409, "Conflict", f"Request '{task_id}' waits for {codes.WHAT[hitl['kind']]} sent to "
+                                        f"{hitl['to']}, not for an answer: send it with POST /fast/v2/codes.")
     if task.status != "input-required" or not hitl.get("inputId"):
         raise ApiError(409, "Conflict", f"Request '{task_id}' is not waiting for input (status: {task.status}).")
     if data.get("inputId") and data["inputId"] != hitl["inputId"]:
@@ -241,6 +244,12 @@ def answer_input(api_key_id, task_id, data):
 
 def _require_window(api_key_id, window_id):
     windows.online_window(api_key_id, window_id)
+
+
+def stored_gif(task_id):
+    """The GIF a task's run stored (bytes), or None; read in a transaction of its own."""
+    with db.engine.connect() as conn:
+        return conn.execute(select(TaskGif.data).where(TaskGif.task_id == task_id)).scalar_one_or_none()
 
 
 def store_gif(task_id, data, frames=None):

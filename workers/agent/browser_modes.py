@@ -11,6 +11,7 @@ from app.egress.proxy import EgressProxy
 from app.errors import ApiError
 from app.extensions import db
 from app.files import service as files
+from app.lifecycle import takes_up_a_pause
 from app.profiles import service as profiles, state as profile_state
 from app.live import state as live_state
 from app.sandbox.box import being_written
@@ -45,7 +46,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         browser = self._browser(task, should_stop, config)
         self.download_guard = guard(browser, self.downloads_folder(browser), config)  # caps while written
         self.profile = (task.options or {}).get("profile")
-        if self.profile and not (task.hitl and "answer" in task.hitl):  # resumed: the pause's state is newer
+        if self.profile and not takes_up_a_pause(task):  # resumed: the pause's state is newer
             try:
                 self._load_profile(browser)
             except BaseException:
@@ -88,7 +89,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         options = task.options or {}
         label = options.get("cloudBrowserSessionName") or f"task-{task.id}"
         self.download_dir = os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id)
-        if task.hitl and "answer" in task.hitl and (kept := self._kept_browser(task, label, should_stop, config)):
+        if takes_up_a_pause(task) and (kept := self._kept_browser(task, label, should_stop, config)):
             return kept
         while not pool.cold_reason(config) and (pooled := pool.claim(config)) is not None:
             # Started ahead, never used: the task's fence first, then the browser is its own.

@@ -8,6 +8,8 @@ from urllib.parse import urljoin, urlsplit
 
 from app.crypto import unseal
 from app.dispatch import recordings
+from app.dispatch.service import stored_gif
+from app.lifecycle import takes_up_a_pause, waits_for_arrival
 from app.extensions import db
 from app.sandbox.box import being_written
 
@@ -67,6 +69,9 @@ class BrowserEnvironment(Environment):
             from workers.browser.recorder import GifRecorder
 
             self.recorder = GifRecorder(config.get("GIF_WIDTH", 800), config.get("GIF_MAX_FRAMES", 100))
+            earlier = stored_gif(task.id) if waits_for_arrival(task) else None
+            if earlier:  # the frames before its pause for a code or link: one GIF of the whole run
+                self.recorder.go_on_from(earlier)
         try:
             self.browser = self.start_browser(task, should_stop, config)
         except BrowserError as exc:  # not installed, Grid down: the task ends as error with this message
@@ -98,7 +103,7 @@ class BrowserEnvironment(Environment):
         pause's snapshot (cookies, storage, tabs) or, without one, reopens the page the run paused on. True if it did
         either; `resumed` is then the trace entry that says which happened."""
         task = self.task
-        if not (task.hitl and "answer" in task.hitl and task.trace):
+        if not (takes_up_a_pause(task) and task.trace):
             return False
         start = time.time()
         if self.kept:

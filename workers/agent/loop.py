@@ -10,7 +10,7 @@ from app import json_schemas
 
 from . import completion, page_view
 from .actions import Finish, Observation, Outcome, PlannerError, Stopped
-from .secrets import ArrivalTimeout, Secrets
+from .secrets import ArrivalTimeout, AwaitingArrival, Secrets
 
 log = logging.getLogger(__name__)
 ENDINGS = ("answer", "ask_user", "fail")  # actions that end a run: allowed when the step budget is spent
@@ -201,6 +201,10 @@ class AgentLoop:
                 if outcome is None:
                     continue
                 return outcome
+            except AwaitingArrival as waiting:  # paused before the step: it runs when the code or link has come
+                if running:
+                    self.state.trace.pop()
+                return waiting.outcome
             except BaseException:
                 if running:
                     self.state.trace.pop()
@@ -397,6 +401,8 @@ class AgentLoop:
             "startTs": _ts(now), "endTs": _ts(now), "durationMs": 0,
             "planner": getattr(self.planner, "label", "model"),
             **({"check": self.verdict.trace()} if self.verdict is not None else {}),
+            # An answer that waited for the code or link it gives.
+            **({"waited": "; ".join(self.secrets.waited)} if self.secrets.waited else {}),
         })
 
 

@@ -20,6 +20,15 @@ class ArrivalTimeout(Exception):
     """No code or link arrived for a `${code:...}` / `${link:...}` within CODE_WAIT_SECONDS."""
 
 
+class AwaitingArrival(Exception):
+    """A step names a code or link that has not arrived yet: the run pauses with `outcome` (input-required) and the
+    step runs again when it arrives."""
+
+    def __init__(self, outcome):
+        super().__init__(outcome.text)
+        self.outcome = outcome
+
+
 class Secrets:
     def __init__(self, values=None, credentials=None, arrivals=None):
         """`credentials`: {"cred:NAME.field": (value, sites)} of the stored credentials the task names, typed only

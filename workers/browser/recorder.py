@@ -1,7 +1,7 @@
 """GIF recordings of a browser run: a screenshot per action, assembled with Pillow into one animated GIF."""
 import io
 
-from PIL import Image, ImageChops
+from PIL import Image, ImageChops, ImageSequence
 
 
 class GifRecorder:
@@ -11,6 +11,11 @@ class GifRecorder:
     def __init__(self, width=800, max_frames=100, frame_ms=800):
         self.width, self.max_frames, self.frame_ms = max(16, int(width)), max(2, int(max_frames)), frame_ms
         self.frames = []
+
+    def go_on_from(self, gif):
+        """Start from the frames of a GIF stored earlier (a run that paused for a code goes on in one GIF)."""
+        with Image.open(io.BytesIO(gif)) as stored:
+            self.frames = [frame.convert("RGB") for frame in ImageSequence.Iterator(stored)][:self.max_frames]
 
     def add(self, png):
         image = Image.open(io.BytesIO(png)).convert("RGB")

@@ -15,15 +15,19 @@ LOCATOR_KEYS = ("tag", "role", "name", "text", "label", "attrs", "css", "index")
 
 
 class ScriptHook:
-    def __init__(self, secrets, variables, base=None):
+    def __init__(self, secrets, variables, base=None, kept=None):
+        """`kept`: what the run recorded before it paused for a code or link (`kept()`), recorded on from there."""
+        kept = kept or {}
         self.secrets, self.variables = secrets, {k: str(v) for k, v in (variables or {}).items()}
         self.base = base  # the script being replayed, if any
-        self.steps = []  # recorded, secrets as ${name}, variables as {{name}}
-        self.reads = {}  # recorded step number -> the (redacted) text the read returned
+        self.steps = list(kept.get("steps") or [])  # recorded, secrets as ${name}, variables as {{name}}
+        # recorded step number -> the (redacted) text the read returned
+        self.reads = {int(number): text for number, text in (kept.get("reads") or {}).items()}
         self.pending = None  # (step number, step) the replay planner hands over for the next action
         self.replaying = None  # the current action's replayed step number, None when planned
-        self.planned = []  # recorded step numbers the model planned (healed)
-        self.results = {}  # replayed step number -> text it returned (for the answer)
+        self.planned = list(kept.get("planned") or [])  # recorded step numbers the model planned (healed)
+        # replayed step number -> text it returned (for the answer)
+        self.results = {int(number): text for number, text in (kept.get("results") or {}).items()}
         self.answer = None
         self._record = None
         self._unlocated = None  # a step whose element's locator comes with the action's answer (after())
@@ -72,6 +76,11 @@ class ScriptHook:
         if self.base is None:
             return {}
         return {"replayed": self.replaying is not None}
+
+    def kept(self):
+        """What a run paused for a code or link has recorded, for the run that takes it up (sealed with the task:
+        a replayed step's result may hold a value)."""
+        return {"steps": self.steps, "reads": self.reads, "planned": self.planned, "results": self.results}
 
     # --- the script this run yields -------------------------------------------------------------------
     def script(self, prompt, source):

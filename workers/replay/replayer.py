@@ -9,13 +9,21 @@ from app.scripts import format as scripts
 class ReplayPlanner:
     can_repair = False
 
-    def __init__(self, script, hook, variables, heal=None):
+    def __init__(self, script, hook, variables, heal=None, kept=None):
+        """`kept`: the place of a replay that paused for a code or link (`kept()`), where it goes on."""
+        kept = kept or {}
         self.steps = list(script.get("steps") or [])
         self.hook, self.heal = hook, heal  # heal(): the model planner, or None without a model
         self.variables = {k: str(v) for k, v in (variables or {}).items()}
-        self.position = 0
+        self.position = kept.get("position", 0)
         self.current = None  # (step number, action) of the step handed out last
-        self.model = None
+        self.model = heal() if kept.get("healing") and heal is not None else None
+
+    def kept(self):
+        """Where a replay paused for a code or link goes on: at the step that waited (handed out, never run)."""
+        if self.model is not None:
+            return {"position": self.position, "healing": True}
+        return {"position": self.position - 1 if self.current is not None else self.position, "healing": False}
 
     def tokens_used(self):
         return self.model.tokens_used() if self.model is not None else 0
