@@ -67,11 +67,17 @@ def chain(config, session_id, proxy):
     EgressProxy(config, session_id, directory=egress_dir(config, session_id)).chain(proxy)
 
 
-def chrome_options(config, proxy, profile_dir=None, downloads=None):
+# A kept browser's time zone, for all its tasks: the spec's default timeZone, as a task's browser has when its task
+# names none (a browser in UTC is a sign of a server: docs/browser-identity.md).
+SESSION_ZONE = "America/Los_Angeles"
+
+
+def chrome_options(config, proxy, profile_dir=None, downloads=None, local=False):
     """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
-    its egress proxy."""
+    its egress proxy; `local`: on this machine's Chromium (its version in the User-Agent), not a Grid's."""
     width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
-    args = sandbox.chromium_flags((int(width), int(height or 900)), config.get("BROWSER_LOCALE", "en-US"))
+    args = sandbox.chromium_flags((int(width), int(height or 900)), config.get("BROWSER_LOCALE", "en-US"),
+                                  config["CHROMIUM_PATH"] if local else None)
     args += [arg for arg in proxy.chromium_arguments() if arg not in args]  # as cloud_browser's
     if profile_dir:
         args.append(f"--user-data-dir={profile_dir}")
@@ -120,7 +126,7 @@ def _launch_local(config, session_id, proxy, owner_pid=None):
     # In its sandbox (app/sandbox/box.py), as the browsers' user; not tied to this request's thread: it ends
     # with the session. DevTools is reached through its Unix socket at debugger_address (the CDP proxy's target).
     box = BrowserBox(root, owner_pid=owner_pid, proxy=proxy.address, devtools=True, die_with_parent=False,
-                     binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]))
+                     binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]), time_zone=SESSION_ZONE)
     try:
         box.prepare()
     except HostUnavailable as exc:
@@ -139,9 +145,15 @@ def _launch_local(config, session_id, proxy, owner_pid=None):
         problem = sandbox.wait_for_driver(url, proc, START_TIMEOUT)
         if problem:
             raise LaunchFailed(problem)
-        options = {**chrome_options(config, proxy, box.profile, box.downloads), "binary": config["CHROMIUM_PATH"]}
+        options = {**chrome_options(config, proxy, box.profile, box.downloads, local=True), "binary": config["CHROMIUM_PATH"]}
         options["args"].append(f"--remote-debugging-port={sandbox.INNER_DEVTOOLS_PORT}")
         caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": options})
+        identity = sandbox.identity_override(config["CHROMIUM_PATH"])
+        try:  # the client hints of a desktop Chromium in its first tab, as a task's driver sets them per tab
+            if identity:
+                cdp_sender(url, caps["sessionId"])("Emulation.setUserAgentOverride", identity)
+        except Unanswered:
+            log.warning("the client hints could not be set in session %s", session_id)
     except BaseException:
         _kill_group(proc.pid, str(box.profile))
         shutil.rmtree(root, ignore_errors=True)
@@ -176,13 +188,36 @@ def _new_session(url, always_match):
         raise LaunchFailed(f"the WebDriver endpoint did not answer: {exc}") from None
     if "sessionId" not in value:
         raise LaunchFailed(f"the browser did not start: {value.get('message', value)}"[:500])
+    # chromedriver's Runtime domain off in the first tab, as workers/browser/selenium_driver.py quiet_runtime does
+    # for each tab a task's driver meets (a page could tell it on: docs/browser-identity.md).
+    try:
+        cdp_sender(url, value["sessionId"])("Runtime.disable")
+    except Exception:
+        log.warning("chromedriver's Runtime domain could not be turned off in session %s", value["sessionId"])
     return value
+
+
+def _loud(webdriver_url, webdriver_session, method, path, body=None, timeout=15):
+    """One WebDriver command that runs chromedriver's own scripts in the page, with its Runtime domain on for it and
+    off again after (workers/browser/selenium_driver.py TrackedDriver does the same for a task's driver)."""
+    base = f"{webdriver_url}/session/{webdriver_session}"
+
+    def runtime(command):
+        try:
+            _call("POST", base + "/goog/cdp/execute", {"cmd": command, "params": {}}, timeout=timeout)
+        except Unanswered:
+            pass  # the command itself says whether the browser answers
+    runtime("Runtime.enable")
+    try:
+        return _call(method, base + path, body, timeout=timeout)
+    finally:
+        runtime("Runtime.disable")
 
 
 def is_alive(webdriver_url, webdriver_session):
     """True if the WebDriver session still answers (the browser is up)."""
     try:
-        return _call("GET", f"{webdriver_url}/session/{webdriver_session}/url", timeout=5)[0] < 400
+        return _loud(webdriver_url, webdriver_session, "GET", "/url", timeout=5)[0] < 400
     except Unanswered:
         return False
 
@@ -200,8 +235,7 @@ def cdp_sender(webdriver_url, webdriver_session):
 
 def execute(webdriver_url, webdriver_session, script):
     """The value of `script` (a function body) run in the session's current tab."""
-    status, reply = _call("POST", f"{webdriver_url}/session/{webdriver_session}/execute/sync",
-                          {"script": script, "args": []})
+    status, reply = _loud(webdriver_url, webdriver_session, "POST", "/execute/sync", {"script": script, "args": []})
     if status >= 400:
         raise Unanswered(f"the script failed: {((reply or {}).get('value') or {}).get('message', status)}"[:300])
     return (reply or {}).get("value")

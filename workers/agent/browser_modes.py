@@ -99,7 +99,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             try:
                 return pool.PooledBrowser(
                     pooled, label=label, time_zone=options.get("timeZone") or pool.DEFAULT_ZONE,
-                    download_dir=self.download_dir, should_stop=should_stop)
+                    download_dir=self.download_dir, should_stop=should_stop, chromium_path=config["CHROMIUM_PATH"])
             except BrowserUnavailable:
                 continue  # it died since it was checked (and is destroyed): the next one, or a cold start
             except BaseException:
@@ -148,7 +148,8 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         self.egress.new_refusals()
         try:
             browser = pool.PooledBrowser(kept, label=label, time_zone=(task.options or {}).get("timeZone")
-                                         or pool.DEFAULT_ZONE, download_dir=self.download_dir, should_stop=should_stop)
+                                         or pool.DEFAULT_ZONE, download_dir=self.download_dir, should_stop=should_stop,
+                                         chromium_path=config["CHROMIUM_PATH"])
         except BrowserUnavailable:  # it died since it was checked (and is destroyed now)
             self.egress.stop()
             return None
@@ -302,7 +303,8 @@ class KeptSessionEnvironment(BrowserEnvironment):
                 webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                 label=session.name or session.id, remote=session.host == "grid",
                 uploads=None if session.host == "grid" else browsers.session_dir(config, session.id) / "uploads",
-                live_endpoint=live_state.session_endpoint(session), page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+                live_endpoint=live_state.session_endpoint(session), page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop,
+                chromium_path=config["CHROMIUM_PATH"])
         except BrowserGone:
             sessions.release(session.id, task.id)
             if session.host == socket.gethostname():  # its browser died here: the session cannot serve again

@@ -9,7 +9,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.remote.file_detector import LocalFileDetector
 
 from .base import BrowserUnavailable
-from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason
+from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason, quiet_runtime
 from .unix_connection import remote_connection
 
 
@@ -43,8 +43,9 @@ class KeptSessionBrowser(SeleniumBrowser):
     """SeleniumBrowser on a session it did not start: close() detaches and the browser stays up."""
 
     def __init__(self, *, webdriver_url, webdriver_session, label="", remote=False, page_load_timeout=30.0,
-                 uploads=None, live_endpoint=None, should_stop=lambda: False):
+                 uploads=None, live_endpoint=None, should_stop=lambda: False, chromium_path=SeleniumBrowser.chromium_path):
         self.label, self.live_endpoint = label, live_endpoint
+        self.chromium_path = chromium_path
         self.remote_url = webdriver_url if remote else None
         self.time_zone = None  # the session's browser keeps one zone for all its tasks
         self.should_stop = should_stop
@@ -67,6 +68,7 @@ class KeptSessionBrowser(SeleniumBrowser):
                 self.driver.current_window_handle
             except NoSuchWindowException:  # the previous task closed the tab it ended on
                 self._recover_tab()
+            self._emulate(self.current_handle())  # Runtime off (its launch turned it off too), the client hints
         except WebDriverException as exc:
             raise BrowserUnavailable(f"The cloud browser session's browser is not reachable: {_reason(exc)}") from None
         except (urllib3.exceptions.HTTPError, OSError):

@@ -59,16 +59,32 @@ FRAME_CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(nul
 SCRIPT_SECONDS = 30  # a script's time to answer (WebDriver's script timeout, and a direct CDP call's)
 
 
+# The WebDriver commands chromedriver carries out without its Runtime domain (no script of its own in the page):
+# the others get it on for their length (TrackedDriver.execute).
+QUIET_COMMANDS = {"executeCdpCommand", Command.GET, Command.W3C_GET_CURRENT_WINDOW_HANDLE,
+                  Command.W3C_GET_WINDOW_HANDLES, Command.SWITCH_TO_WINDOW, Command.NEW_WINDOW, Command.CLOSE,
+                  Command.QUIT, Command.SCREENSHOT, Command.SET_TIMEOUTS, Command.NEW_SESSION}
+
+
 class TrackedDriver(WebDriver):
     """A Remote driver that knows its current window handle: the one it last switched to or was told (`handle`, None
     when not known). The worker learns which tab it drives with no round trip: the live view's target after each
     step, and the tab a direct CDP call goes to (devtools.py)."""
 
     handle = None
+    quiet = False  # chromedriver's Runtime domain is off in its tabs (quiet_runtime): on only for its own commands
 
     def execute(self, driver_command, params=None):
+        loud = self.quiet and driver_command not in QUIET_COMMANDS
         try:
-            response = super().execute(driver_command, params)
+            if loud:  # its frame tracker learns the documents' contexts again (Runtime.enable replays them)
+                super().execute("executeCdpCommand", {"cmd": "Runtime.enable", "params": {}})
+            try:
+                response = super().execute(driver_command, params)
+            finally:
+                if loud:
+                    with contextlib.suppress(WebDriverException):
+                        super().execute("executeCdpCommand", {"cmd": "Runtime.disable", "params": {}})
         except NoSuchWindowException:
             self.handle = None
             raise
@@ -98,11 +114,13 @@ def missing_browser(chromium_path, chromedriver_path):
             "(or `make browser`), or set SELENIUM_REMOTE_URL to a Selenium Grid.")
 
 
-def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download_dir=None, extra_arguments=()):
-    """The ChromeOptions of every Chromium of ours, cold or pooled (workers/browser/pool.py): flags, proxy, prefs."""
+def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download_dir=None, extra_arguments=(),
+                   chromium_path=None):
+    """The ChromeOptions of every Chromium of ours, cold or pooled (workers/browser/pool.py): flags, proxy, prefs.
+    `chromium_path`: the local Chromium (its version goes into the User-Agent); None for a Grid's."""
     options = webdriver.ChromeOptions()
     options.page_load_strategy = "normal"
-    for flag in sandbox.chromium_flags(window_size, locale):
+    for flag in sandbox.chromium_flags(window_size, locale, chromium_path):
         options.add_argument(flag)
     for argument in extra_arguments:
         options.add_argument(argument)
@@ -124,6 +142,19 @@ def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download
     return options
 
 
+def quiet_runtime(driver, handle=None):
+    """Turn chromedriver's Runtime domain off in its current tab. chromedriver enables it in every tab it attaches to,
+    and while any DevTools client has it on, V8 reads each Error a page logs to the console (its `stack`, through the
+    page's own Error.prepareStackTrace): the classic sign of automation (fpscanner's hasCDP). Nothing we use needs
+    it: page.js runs in a world of ours by context id (page_script.py), navigations are followed on the Page
+    domain."""
+    try:
+        driver.execute("executeCdpCommand", {"cmd": "Runtime.disable", "params": {}})
+        driver.quiet = True
+    except Exception:
+        log.warning("chromedriver's Runtime domain could not be turned off in tab %s", handle)
+
+
 class SeleniumBrowser(Browser):
     """One Chromium session. Local: chromedriver (and the Chromium it starts) in a process group of its
     own, a fresh profile under `profile_root` with a marker file, TZ set for the whole browser. Remote
@@ -133,6 +164,8 @@ class SeleniumBrowser(Browser):
     policy lives there). `should_stop` is read inside waits so a cancel lands within one action. `devtools`:
     DevTools on, for the live view (`live_endpoint`: the box's socket, or the Grid's se:cdp)."""
 
+    identity = None  # Emulation.setUserAgentOverride's parameters for each tab (identity_override), once known
+    chromium_path = "/usr/bin/chromium"  # the local Chromium: its version names the User-Agent and client hints
     group = None  # a pooled browser's process group (workers/browser/pool.py started it, not a Service of ours)
     zone_per_tab = False  # the browser's own TZ is not the task's (a Grid node, a pooled browser): set it per tab
     _framed = False  # WebDriver is switched into a frame (`_inside`): page.js is called in that frame's document
@@ -147,6 +180,7 @@ class SeleniumBrowser(Browser):
                  download_dir=None, profile_root=None, page_load_timeout=30.0, extra_arguments=(),
                  devtools=False, should_stop=lambda: False):
         self.label = label or f"rd-{uuid.uuid4().hex[:8]}"
+        self.chromium_path = chromium_path
         self.remote_url, self.time_zone, self.should_stop = remote_url, time_zone, should_stop
         self.download_dir, self.devtools = download_dir, devtools
         self.profile = None
@@ -163,7 +197,8 @@ class SeleniumBrowser(Browser):
             problem = missing_browser(chromium_path, chromedriver_path)
             if problem:
                 raise BrowserUnavailable(problem)
-        options = chrome_options(window_size, locale, proxy, download_dir, extra_arguments)
+        options = chrome_options(window_size, locale, proxy, download_dir, extra_arguments,
+                                 None if remote_url else chromium_path)
         try:
             if remote_url:
                 options.set_capability("se:name", self.label)
@@ -215,8 +250,21 @@ class SeleniumBrowser(Browser):
         self.driver = TrackedDriver(command_executor=UnixRemoteConnection(self.box.driver_url), options=options)
         self.driver.file_detector = UselessFileDetector()  # chromedriver here reads the (staged) path itself
 
-    def _emulate(self, handle):
-        """A Grid node's or a pooled browser's TZ is not the task's: override the time zone per tab through CDP."""
+    def _emulate(self, handle, prepared=False):
+        """Per tab, once chromedriver has attached to it: its Runtime domain off (quiet_runtime), a local Chromium's
+        User-Agent with a desktop's client hints (box.identity_override), and where the browser's TZ is not the
+        task's (a Grid node, a pooled browser), the time zone overridden through CDP. `prepared`: a pooled browser's
+        first tab, whose Runtime and client hints its pool set (pool.py _new_session)."""
+        if not prepared:
+            quiet_runtime(self.driver, handle)
+        if self.identity is None and not self.remote_url:
+            self.identity = sandbox.identity_override(self.chromium_path) or {}
+        if self.identity and not prepared:
+            try:
+                self.driver.execute("executeCdpCommand", {"cmd": "Emulation.setUserAgentOverride",
+                                                          "params": self.identity})
+            except WebDriverException:
+                log.warning("browser %s: the client hints could not be set on tab %s", self.label, handle)
         if not (self.zone_per_tab and self.time_zone):
             return
         try:
