@@ -181,6 +181,9 @@ def _call(method, url, body=None, timeout=15):
 
 def _new_session(url, always_match):
     try:
+        # chromedriver's load wait needs its Runtime domain, off here: the driver waits for loads itself (as
+        # workers/browser/selenium_driver.py LOAD_STRATEGY says).
+        always_match = {**always_match, "pageLoadStrategy": "none"}
         _status, reply = _call("POST", url + "/session", {"capabilities": {"alwaysMatch": always_match}},
                                timeout=START_TIMEOUT + 30)
         value = reply["value"]

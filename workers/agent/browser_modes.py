@@ -99,7 +99,8 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             try:
                 return pool.PooledBrowser(
                     pooled, label=label, time_zone=options.get("timeZone") or pool.DEFAULT_ZONE,
-                    download_dir=self.download_dir, should_stop=should_stop, chromium_path=config["CHROMIUM_PATH"])
+                    download_dir=self.download_dir, should_stop=should_stop, chromium_path=config["CHROMIUM_PATH"],
+                    page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30))
             except BrowserUnavailable:
                 continue  # it died since it was checked (and is destroyed): the next one, or a cold start
             except BaseException:
@@ -149,7 +150,8 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         try:
             browser = pool.PooledBrowser(kept, label=label, time_zone=(task.options or {}).get("timeZone")
                                          or pool.DEFAULT_ZONE, download_dir=self.download_dir, should_stop=should_stop,
-                                         chromium_path=config["CHROMIUM_PATH"])
+                                         chromium_path=config["CHROMIUM_PATH"],
+                                         page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30))
         except BrowserUnavailable:  # it died since it was checked (and is destroyed now)
             self.egress.stop()
             return None

@@ -62,6 +62,7 @@ class KeptSessionBrowser(SeleniumBrowser):
             if remote:
                 self.driver.file_detector = LocalFileDetector()
             self.driver.set_page_load_timeout(page_load_timeout)
+            self.page_load_timeout = page_load_timeout
             self.driver.set_script_timeout(30)
             self._known_handles = list(self.driver.window_handles)
             try:

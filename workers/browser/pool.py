@@ -320,8 +320,9 @@ class PooledBrowser(SeleniumBrowser):
     sandbox, its egress proxy and its folder end, and its downloads move to `download_dir`."""
 
     def __init__(self, pooled, *, label="", time_zone=None, download_dir=None, should_stop=lambda: False,
-                 chromium_path=SeleniumBrowser.chromium_path):
+                 chromium_path=SeleniumBrowser.chromium_path, page_load_timeout=30.0):
         self.pooled, self.label, self.remote_url = pooled, label, None
+        self.page_load_timeout = page_load_timeout
         self.chromium_path = chromium_path
         self.time_zone, self.should_stop, self.download_dir = time_zone, should_stop, download_dir
         self.profile = self.box = self.service = None  # its folder is removed in close, after its downloads moved

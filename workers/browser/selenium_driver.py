@@ -33,7 +33,7 @@ from .base import FRAME_PLACEHOLDER, Browser, BrowserError, BrowserUnavailable, 
 from .devtools import DirectCdp
 from .page_script import PAGE_JS, PageScript
 from .unix_connection import UnixRemoteConnection
-from .world import WorldError
+from .world import WorldError, answer_value
 
 log = logging.getLogger(__name__)
 # Selenium logs each WebDriver command body at DEBUG: typed text (secret values) would land in logs.
@@ -64,6 +64,12 @@ SCRIPT_SECONDS = 30  # a script's time to answer (WebDriver's script timeout, an
 QUIET_COMMANDS = {"executeCdpCommand", Command.GET, Command.W3C_GET_CURRENT_WINDOW_HANDLE,
                   Command.W3C_GET_WINDOW_HANDLES, Command.SWITCH_TO_WINDOW, Command.NEW_WINDOW, Command.CLOSE,
                   Command.QUIT, Command.SCREENSHOT, Command.SET_TIMEOUTS, Command.NEW_SESSION}
+
+
+# chromedriver returns from a navigation once it has begun: its own wait for the load reads the document through its
+# Runtime domain, which stays off (quiet_runtime), and then hangs on a document it cannot read (Chromium's PDF viewer).
+# SeleniumBrowser.open waits for the load itself, in our world; an action's navigation is waited for by _settle.
+LOAD_STRATEGY = "none"
 
 
 class TrackedDriver(WebDriver):
@@ -119,7 +125,7 @@ def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download
     """The ChromeOptions of every Chromium of ours, cold or pooled (workers/browser/pool.py): flags, proxy, prefs.
     `chromium_path`: the local Chromium (its version goes into the User-Agent); None for a Grid's."""
     options = webdriver.ChromeOptions()
-    options.page_load_strategy = "normal"
+    options.page_load_strategy = LOAD_STRATEGY
     for flag in sandbox.chromium_flags(window_size, locale, chromium_path):
         options.add_argument(flag)
     for argument in extra_arguments:
@@ -212,6 +218,7 @@ class SeleniumBrowser(Browser):
             else:
                 self._start_local(options, chromium_path, chromedriver_path, profile_root, proxy)
             self.driver.set_page_load_timeout(page_load_timeout)
+            self.page_load_timeout = page_load_timeout
             self.driver.set_script_timeout(SCRIPT_SECONDS)
             self._known_handles = list(self.driver.window_handles)
             self._emulate(self.current_handle())
@@ -419,8 +426,27 @@ class SeleniumBrowser(Browser):
             raise BrowserError(f"Timed out loading {url}.") from None
         except WebDriverException as exc:
             raise BrowserError(f"Could not open {url}: {_reason(exc)}") from None
+        self._await_load(url)
         self._follow_tabs()
         self._settled_at = time.monotonic()
+
+    def _await_load(self, url):
+        """Until the tab's top document has loaded (readyState "complete", asked in our world), at most the page load
+        timeout; then its loading is stopped and the step fails, as chromedriver's own wait would (LOAD_STRATEGY)."""
+        deadline = time.monotonic() + self.page_load_timeout
+        while time.monotonic() < deadline and not self.should_stop():
+            if not self._navigating():
+                try:
+                    if self.run_in_world("document.readyState") == "complete":
+                        return
+                except BrowserError:  # the document is being replaced: the next one is asked
+                    pass
+            time.sleep(0.05)
+        if self.should_stop():
+            return
+        with contextlib.suppress(WebDriverException, WorldError):
+            self.page.world.cdp("Page.stopLoading")
+        raise BrowserError(f"Timed out loading {url}.")
 
     def live_target(self):
         try:  # chromedriver's window handle is the tab's DevTools target id
@@ -824,6 +850,19 @@ class SeleniumBrowser(Browser):
             return self.driver.execute_script(code)
         except WebDriverException as exc:
             raise BrowserError(f"The script failed: {_reason(exc)}") from None
+
+    def run_in_world(self, expression):
+        """`expression`'s value (a promise awaited) in our isolated world of the tab's top document, through CDP alone:
+        chromedriver's Runtime domain stays off and nothing runs in the page's world. For a document chromedriver's
+        scripts cannot reach, such as Chromium's PDF viewer (its renderer never answers them)."""
+        world = self.page.world
+        try:
+            return answer_value(world.cdp("Runtime.evaluate", expression=expression, contextId=world.context_id(),
+                                          awaitPromise=True, returnByValue=True))
+        except WebDriverException as exc:
+            raise BrowserError(f"The script failed: {_reason(exc)}") from None
+        except WorldError as exc:
+            raise BrowserError(f"The script failed: {exc}") from None
 
     def close(self):
         """Quit the session, then make sure nothing of it is left: its process group, its profile."""
