@@ -351,7 +351,8 @@ class BrowserSettingsSchema(LenientSchema):
     """`browserSettings` on submit (cloud_browser) and on creating a kept session: the identity its browser shows
     sites, every value agreeing (app/sandbox/settings.py; docs/browser-identity.md)."""
 
-    device = fields.String(allow_none=True, validate=validate.OneOf(sorted(browser_settings.DEVICES)), metadata={
+    device = fields.String(allow_none=True, validate=validate.OneOf(
+        sorted(browser_settings.DEVICES), error="unknown device '{input}': one of {choices}."), metadata={
         "description": "A device preset: desktops (Linux, Chromium's own User-Agent) and Android phones (Chrome for "
                        "Android's User-Agent, platform, client hints, touch, screen and pixel ratio). Default "
                        f"{browser_settings.DEFAULT_DEVICE} with the deployment's window size"})

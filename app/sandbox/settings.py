@@ -56,13 +56,19 @@ def canonical_locale(tag):
     return "-".join(part for part in (language.lower(), script and script.title(), region and region.upper()) if part)
 
 
+def accept_languages(locale):
+    """The language list of a browser whose person chose `locale`, as Chromium keeps it (intl.accept_languages):
+    the tag, then its language alone (fr-FR -> "fr-FR,fr"), which navigator.languages and Accept-Language both
+    list (Chromium would add the language to the header alone, so the two would disagree)."""
+    base = locale.split("-")[0]
+    return locale if base == locale else f"{locale},{base}"
+
+
 def problems(settings):
     """Why `settings` (browserSettings, as loaded) cannot make one consistent browser: {field: message}; {} if it
     can. The shape of each field is the schema's to check; this checks how they fit together."""
     found = {}
-    device = DEVICES.get(settings.get("device") or DEFAULT_DEVICE)
-    if device is None:
-        return {"device": f"unknown device '{settings['device']}': one of {', '.join(sorted(DEVICES))}."}
+    device = DEVICES[settings.get("device") or DEFAULT_DEVICE]  # a known one: the schema's OneOf
     screen, viewport = settings.get("screen"), settings.get("viewport")
     if device.mobile and screen:
         found["screen"] = (f"'{settings['device']}' has its own screen ({device.screen[0]}x{device.screen[1]}): a "
@@ -140,11 +146,11 @@ def identity(settings, version=None, window_size=(1280, 900), locale="en-US", ti
         window = _window((chosen["width"], chosen["height"])) if chosen else (
             _window(device.viewport) if settings.get("device") else tuple(window_size))
         viewport = (window[0] - DESKTOP_FRAME[0], window[1] - DESKTOP_FRAME[1])
-        screen = (settings["screen"]["width"], settings["screen"]["height"]) if settings.get("screen") else device.screen
+        chosen_screen = settings.get("screen")
+        screen = (chosen_screen["width"], chosen_screen["height"]) if chosen_screen else device.screen
         taskbar = box.TASKBAR
     lang = canonical_locale(settings.get("locale")) or locale
-    base = lang.split("-")[0]
-    accept = lang if base == lang else f"{lang},{base}"
+    accept = accept_languages(lang)
     user_agent = override = None
     if version:
         major = version.split(".")[0]

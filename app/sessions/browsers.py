@@ -96,9 +96,9 @@ def chrome_options(config, proxy, profile_dir=None, downloads=None, local=False,
     if profile_dir:
         args.append(f"--user-data-dir={profile_dir}")
     prefs = {"credentials_enable_service": False, "profile.password_manager_enabled": False,
-             "download.prompt_for_download": False}
-    if chosen is not None:
-        prefs["intl.accept_languages"] = chosen.accept_languages
+             "download.prompt_for_download": False,
+             "intl.accept_languages": chosen.accept_languages if chosen is not None
+             else browser_settings.accept_languages(config.get("BROWSER_LOCALE", "en-US"))}
     if downloads:
         prefs.update({"download.default_directory": str(downloads), "download.directory_upgrade": True})
     return {"args": args, "prefs": prefs}

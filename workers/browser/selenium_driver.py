@@ -129,7 +129,8 @@ def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download
         options.add_argument(f"--proxy-server=http://{proxy}")
         # Chromium sends loopback directly unless told not to: the proxy must see those requests too.
         options.add_argument("--proxy-bypass-list=<-loopback>")
-    prefs = {"intl.accept_languages": identity.accept_languages if identity else locale,
+    languages = identity.accept_languages if identity else browser_settings.accept_languages(locale)
+    prefs = {"intl.accept_languages": languages,
              "credentials_enable_service": False,
              "profile.password_manager_enabled": False, "download.prompt_for_download": False,
              "autofill.profile_enabled": False, "autofill.credit_card_enabled": False,
