@@ -37,6 +37,8 @@ SEEN = """async function seen() {
     out.high = await n.userAgentData.getHighEntropyValues(['architecture', 'bitness', 'model', 'platformVersion',
       'fullVersionList', 'uaFullVersion', 'wow64']);
   }
+  try { out.geolocationPermission = (await n.permissions.query({ name: 'geolocation' })).state; }
+  catch (e) { out.geolocationPermission = String(e); }
   try {
     const canvas = typeof document === 'undefined' ? new OffscreenCanvas(1, 1) : document.createElement('canvas');
     const gl = canvas.getContext('webgl'), info = gl.getExtension('WEBGL_debug_renderer_info');
@@ -60,7 +62,9 @@ SEEN = """async function seen() {
   return out;
 }"""
 
-REPORT_PAGE = """<!doctype html><html><head><title>Report</title></head><body><h1>Report</h1>
+# The viewport meta tag of a site made for phones too: a phone's page is then as wide as its screen.
+VIEWPORT_META = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+REPORT_PAGE = """<!doctype html><html><head><title>Report</title>%(meta)s</head><body><h1>Report</h1>
 <script>
 %(seen)s
 (async () => {
@@ -79,7 +83,7 @@ REPORT_PAGE = """<!doctype html><html><head><title>Report</title></head><body><h
   await fetch('/found?page=report', { method: 'POST', body: JSON.stringify(found) });
   document.querySelector('h1').textContent = 'Report done';
 })();
-</script></body></html>""" % {"seen": SEEN}
+</script></body></html>""" % {"seen": SEEN, "meta": VIEWPORT_META}
 
 OPENER_PAGE = """<!doctype html><html><head><title>Opener</title></head><body><a href="/detect" target="_blank">Open
 the detectors</a><script>fetch('/found?page=opener', { method: 'POST', body: '{}' });</script></body></html>"""

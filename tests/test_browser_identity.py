@@ -90,6 +90,9 @@ def test_the_page_an_iframe_a_worker_and_the_wire_tell_one_story(browser, site):
     assert posted["sec-ch-ua-full-version-list"] == ", ".join(
         f'"{b["brand"]}";v="{b["version"]}"' for b in high["fullVersionList"])
     assert wire["accept-language"].split(",")[0] == page["languages"][0] == page["language"]
+    assert [part.split(";")[0] for part in wire["accept-language"].split(",")] == page["languages"]
+    # No page learns where the browser is (browserSettings.geolocation chooses a place: tests/test_browser_settings.py).
+    assert page["geolocationPermission"] == "denied" and found["geolocation"] == {"error": 1}
     assert page["timeZone"] == "Europe/Paris"
     # A desktop's screen, a taskbar off its available height, a window smaller than the screen.
     screen, window = page["screen"], page["window"]

@@ -90,7 +90,8 @@ def _serve_commands(session_id):
         browser = KeptSessionBrowser(webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                                      label=session.name or session.id, remote=session.host == "grid",
                                      page_load_timeout=current_app.config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30),
-                                     chromium_path=current_app.config["CHROMIUM_PATH"])
+                                     chromium_path=current_app.config["CHROMIUM_PATH"],
+                                     settings=session.browser_settings)
     except BrowserUnavailable as exc:  # its browser (or its machine) is gone: the callers learn it now, not by 504
         db.session.rollback()
         return _refuse_commands(window_id, api_key_id, str(exc))

@@ -52,15 +52,25 @@ TASKBAR = 40
 IDENTITY_FLAGS = ["--disable-blink-features=AutomationControlled"]
 
 
-def chromium_flags(window_size=(1280, 900), locale="en-US", chromium_path=None, screen=SCREEN):
+def chromium_flags(window_size=(1280, 900), locale="en-US", chromium_path=None, screen=SCREEN, identity=None):
     """The command-line flags every local or Grid browser of ours gets: Chromium's own sandbox always stays on.
     With `chromium_path` (a browser on this machine), the User-Agent of every page, frame and worker is a desktop
-    Chromium's of its version (headless Chromium's says HeadlessChrome); a Grid's is set per tab instead."""
+    Chromium's of its version (headless Chromium's says HeadlessChrome); a Grid's is set per tab instead.
+    `identity` (app/sandbox/settings.py, the caller's browserSettings) replaces the window, screen, locale and
+    User-Agent with its own."""
     major = chromium_major(chromium_path) if chromium_path else None
     user_agent = desktop_user_agent(major) if major else None
+    screen_info = f"{int(screen[0])}x{int(screen[1])} workAreaBottom={TASKBAR}"
+    if identity is not None:
+        window_size, locale, user_agent = identity.window_size, identity.locale, identity.user_agent
+        screen_info = f"{int(identity.screen[0])}x{int(identity.screen[1])}"
+        if identity.taskbar:
+            screen_info += f" workAreaBottom={identity.taskbar}"
+        if identity.device.pixel_ratio != 1:
+            screen_info += f" devicePixelRatio={identity.device.pixel_ratio:g}"
     flags = FLAGS + IDENTITY_FLAGS + [
         f"--window-size={int(window_size[0])},{int(window_size[1])}", f"--lang={locale}",
-        f"--screen-info={{{int(screen[0])}x{int(screen[1])} workAreaBottom={TASKBAR}}}"]
+        f"--screen-info={{{screen_info}}}"]
     if user_agent:
         flags.append(f"--user-agent={user_agent}")
     return flags
@@ -111,8 +121,11 @@ def identity_override(chromium_path):
     of its flag with the client hints of a desktop Chromium; None when its version is not known. The tab's dedicated
     workers and same-site frames take its override."""
     version = chromium_version(chromium_path)
-    if not version:
-        return None
+    return identity_override_of(version) if version else None
+
+
+def identity_override_of(version):
+    """identity_override for a Chromium of `version` ("156.0.8078.129")."""
     major = version.split(".")[0]
     return {"userAgent": desktop_user_agent(major),
             "userAgentMetadata": user_agent_metadata(chromium_brands(major), version)}
@@ -129,7 +142,10 @@ def policies(downloads):
     policy = {"URLBlocklist": BLOCKED_URLS, "URLAllowlist": ALLOWED_URLS, "ExtensionInstallBlocklist": ["*"], "BrowserSignin": 0,
               "SyncDisabled": True, "PasswordManagerEnabled": False, "PromptForDownloadLocation": False,
               "AllowFileSelectionDialogs": False, "NewTabPageLocation": START_PAGE, "HomepageLocation": START_PAGE,
-              "HomepageIsNewTabPage": False, "RestoreOnStartup": 4, "RestoreOnStartupURLs": [START_PAGE]}
+              "HomepageIsNewTabPage": False, "RestoreOnStartup": 4, "RestoreOnStartupURLs": [START_PAGE],
+              # No page learns where the browser is unless the caller chose a place (browserSettings.geolocation,
+              # granted over CDP): headless Chromium would grant every page's request.
+              "DefaultGeolocationSetting": 2}
     if downloads:
         policy["DownloadDirectory"] = str(downloads)
     return policy

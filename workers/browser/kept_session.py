@@ -8,6 +8,8 @@ from selenium.common.exceptions import NoSuchWindowException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.remote.file_detector import LocalFileDetector
 
+from app.sandbox import box as sandbox, settings as browser_settings
+
 from .base import BrowserUnavailable
 from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason, quiet_runtime
 from .unix_connection import remote_connection
@@ -43,9 +45,13 @@ class KeptSessionBrowser(SeleniumBrowser):
     """SeleniumBrowser on a session it did not start: close() detaches and the browser stays up."""
 
     def __init__(self, *, webdriver_url, webdriver_session, label="", remote=False, page_load_timeout=30.0,
-                 uploads=None, live_endpoint=None, should_stop=lambda: False, chromium_path=SeleniumBrowser.chromium_path):
+                 uploads=None, live_endpoint=None, should_stop=lambda: False, chromium_path=SeleniumBrowser.chromium_path,
+                 settings=None):
         self.label, self.live_endpoint = label, live_endpoint
         self.chromium_path = chromium_path
+        # The session's browserSettings: its launch had their flags; each tab a task meets gets their emulation.
+        self.chosen = browser_settings.identity(settings, None if remote else sandbox.chromium_version(chromium_path),
+                                                time_zone=None) if settings else None
         self.remote_url = webdriver_url if remote else None
         self.time_zone = None  # the session's browser keeps one zone for all its tasks
         self.should_stop = should_stop

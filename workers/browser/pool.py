@@ -15,7 +15,7 @@ from selenium.common.exceptions import WebDriverException
 from app.background import Background
 from app.egress.proxy import EgressProxy, proxies_under
 from app.live import state as live_state
-from app.sandbox import box as sandbox, processes as sandbox_processes
+from app.sandbox import box as sandbox, processes as sandbox_processes, settings as browser_settings
 from app.sandbox.box import BrowserBox, HostUnavailable
 
 from . import recording
@@ -315,15 +315,20 @@ def _chromium_pid(profile):
 
 
 class PooledBrowser(SeleniumBrowser):
-    """SeleniumBrowser over a claimed pooled box: the task's time zone per tab when it is not the pool's; its tab's
+    """SeleniumBrowser over a claimed pooled box: the task's time zone per tab when it is not the pool's, and the
+    browserSettings CDP sets per tab; its tab's
     recorder, added by the pool, for the task's Recording to adopt (`ready_recorder`); at close the browser, its
     sandbox, its egress proxy and its folder end, and its downloads move to `download_dir`."""
 
     def __init__(self, pooled, *, label="", time_zone=None, download_dir=None, should_stop=lambda: False,
-                 chromium_path=SeleniumBrowser.chromium_path, page_load_timeout=30.0):
+                 chromium_path=SeleniumBrowser.chromium_path, page_load_timeout=30.0, settings=None):
         self.pooled, self.label, self.remote_url = pooled, label, None
         self.page_load_timeout = page_load_timeout
         self.chromium_path = chromium_path
+        # The caller's browserSettings: here only those set per tab (settings.needs_fresh_browser), on a browser
+        # started with the default identity's flags; a parked browser's were its start's.
+        self.chosen = browser_settings.identity(settings, sandbox.chromium_version(chromium_path),
+                                                time_zone=time_zone) if settings else None
         self.time_zone, self.should_stop, self.download_dir = time_zone, should_stop, download_dir
         self.profile = self.box = self.service = None  # its folder is removed in close, after its downloads moved
         self.uploads = pooled.uploads

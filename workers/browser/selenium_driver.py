@@ -26,7 +26,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from app.live import state as live_state
 from app.profiles import state as profile_state
 from app.profiles.state import READ_STORAGE, cookie_param
-from app.sandbox import box as sandbox, processes as sandbox_processes
+from app.sandbox import box as sandbox, processes as sandbox_processes, settings as browser_settings
 from app.sandbox.box import BrowserBox, HostUnavailable
 
 from .base import FRAME_PLACEHOLDER, Browser, BrowserError, BrowserUnavailable, PageReading
@@ -121,12 +121,13 @@ def missing_browser(chromium_path, chromedriver_path):
 
 
 def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download_dir=None, extra_arguments=(),
-                   chromium_path=None):
+                   chromium_path=None, identity=None):
     """The ChromeOptions of every Chromium of ours, cold or pooled (workers/browser/pool.py): flags, proxy, prefs.
-    `chromium_path`: the local Chromium (its version goes into the User-Agent); None for a Grid's."""
+    `chromium_path`: the local Chromium (its version goes into the User-Agent); None for a Grid's. `identity`: the
+    caller's browserSettings (app/sandbox/settings.py Identity), whose window, screen and languages it takes."""
     options = webdriver.ChromeOptions()
     options.page_load_strategy = LOAD_STRATEGY
-    for flag in sandbox.chromium_flags(window_size, locale, chromium_path):
+    for flag in sandbox.chromium_flags(window_size, locale, chromium_path, identity=identity):
         options.add_argument(flag)
     for argument in extra_arguments:
         options.add_argument(argument)
@@ -134,7 +135,9 @@ def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download
         options.add_argument(f"--proxy-server=http://{proxy}")
         # Chromium sends loopback directly unless told not to: the proxy must see those requests too.
         options.add_argument("--proxy-bypass-list=<-loopback>")
-    prefs = {"intl.accept_languages": locale, "credentials_enable_service": False,
+    languages = identity.accept_languages if identity else browser_settings.accept_languages(locale)
+    prefs = {"intl.accept_languages": languages,
+             "credentials_enable_service": False,
              "profile.password_manager_enabled": False, "download.prompt_for_download": False,
              "autofill.profile_enabled": False, "autofill.credit_card_enabled": False,
              "safebrowsing.enabled": False}
@@ -171,6 +174,8 @@ class SeleniumBrowser(Browser):
     DevTools on, for the live view (`live_endpoint`: the box's socket, or the Grid's se:cdp)."""
 
     identity = None  # Emulation.setUserAgentOverride's parameters for each tab (identity_override), once known
+    chosen = None  # the caller's browserSettings as app/sandbox/settings.py resolves them (an Identity), if any
+    _granted = False  # the chosen identity's browser-wide permissions were granted
     chromium_path = "/usr/bin/chromium"  # the local Chromium: its version names the User-Agent and client hints
     group = None  # a pooled browser's process group (workers/browser/pool.py started it, not a Service of ours)
     zone_per_tab = False  # the browser's own TZ is not the task's (a Grid node, a pooled browser): set it per tab
@@ -184,8 +189,12 @@ class SeleniumBrowser(Browser):
     def __init__(self, *, label="", chromium_path="/usr/bin/chromium", chromedriver_path="/usr/bin/chromedriver",
                  remote_url=None, proxy=None, window_size=(1280, 900), locale="en-US", time_zone=None,
                  download_dir=None, profile_root=None, page_load_timeout=30.0, extra_arguments=(),
-                 devtools=False, should_stop=lambda: False):
+                 devtools=False, should_stop=lambda: False, settings=None):
         self.label = label or f"rd-{uuid.uuid4().hex[:8]}"
+        # The caller's browserSettings: a Grid's version is known once its session starts (_emulate takes it then).
+        self.chosen = browser_settings.identity(
+            settings, None if remote_url else sandbox.chromium_version(chromium_path), window_size, locale,
+            time_zone) if settings else None
         self.chromium_path = chromium_path
         self.remote_url, self.time_zone, self.should_stop = remote_url, time_zone, should_stop
         self.download_dir, self.devtools = download_dir, devtools
@@ -204,7 +213,7 @@ class SeleniumBrowser(Browser):
             if problem:
                 raise BrowserUnavailable(problem)
         options = chrome_options(window_size, locale, proxy, download_dir, extra_arguments,
-                                 None if remote_url else chromium_path)
+                                 None if remote_url else chromium_path, self.chosen)
         try:
             if remote_url:
                 options.set_capability("se:name", self.label)
@@ -261,17 +270,22 @@ class SeleniumBrowser(Browser):
         """Per tab, once chromedriver has attached to it: its Runtime domain off (quiet_runtime), a local Chromium's
         User-Agent with a desktop's client hints (box.identity_override), and where the browser's TZ is not the
         task's (a Grid node, a pooled browser), the time zone overridden through CDP. `prepared`: a pooled browser's
-        first tab, whose Runtime and client hints its pool set (pool.py _new_session)."""
+        first tab, whose Runtime and client hints its pool set (pool.py _new_session). With the caller's
+        browserSettings (`chosen`), its User-Agent and client hints instead, and its per-tab emulation (device
+        metrics, touch, colour scheme, geolocation: app/sandbox/settings.py); its browser-wide grants once."""
         if not prepared:
             quiet_runtime(self.driver, handle)
-        if self.identity is None and not self.remote_url:
-            self.identity = sandbox.identity_override(self.chromium_path) or {}
+        if self.identity is None:
+            self.identity = self._identity() or {}
         if self.identity and not prepared:
-            try:
-                self.driver.execute("executeCdpCommand", {"cmd": "Emulation.setUserAgentOverride",
-                                                          "params": self.identity})
-            except WebDriverException:
-                log.warning("browser %s: the client hints could not be set on tab %s", self.label, handle)
+            self._tab_cdp(handle, "Emulation.setUserAgentOverride", self.identity)
+        chosen = self.chosen
+        for command, params in chosen.tab_commands if chosen else ():
+            self._tab_cdp(handle, command, params)
+        if chosen and not self._granted:
+            for command, params in chosen.browser_commands:
+                self._tab_cdp(handle, command, params)
+            self._granted = True
         if not (self.zone_per_tab and self.time_zone):
             return
         try:
@@ -279,6 +293,24 @@ class SeleniumBrowser(Browser):
                                                       "params": {"timezoneId": self.time_zone}})
         except Exception:
             log.warning("browser %s: the time zone could not be set on tab %s", self.label, handle)
+
+    def _identity(self):
+        """setUserAgentOverride's parameters for this browser's tabs: the chosen identity's, else a local Chromium's
+        desktop one; a Grid's only with chosen settings, from the version its session reports."""
+        chosen = self.chosen
+        if chosen is not None and self.remote_url and chosen.user_agent_override is None:
+            version = (self.driver.capabilities or {}).get("browserVersion")
+            if version:
+                self.chosen = chosen = browser_settings.identity_of_version(chosen, version)
+        if chosen is not None:
+            return chosen.user_agent_override
+        return None if self.remote_url else sandbox.identity_override(self.chromium_path)
+
+    def _tab_cdp(self, handle, command, params):
+        try:
+            self.driver.execute("executeCdpCommand", {"cmd": command, "params": params})
+        except WebDriverException:
+            log.warning("browser %s: %s failed on tab %s", self.label, command, handle)
 
     # --- plumbing ------------------------------------------------------------------------------------
     @cached_property
@@ -294,7 +326,8 @@ class SeleniumBrowser(Browser):
         endpoint = self.live_endpoint or ""
         if not endpoint.startswith("unix:") or not os.path.exists(endpoint[len("unix:"):]):
             return None
-        return DirectCdp(endpoint, SCRIPT_SECONDS)
+        override = self.chosen.user_agent_override if self.chosen else None
+        return DirectCdp(endpoint, SCRIPT_SECONDS, [("Emulation.setUserAgentOverride", override)] if override else ())
 
     def _direct(self, cmd, params):
         """CDP's `cmd` in the current tab over the direct connection."""
