@@ -9,7 +9,7 @@ EVAL_STAMP := $(VENV)/.installed-eval
 LOCAL_MODEL_PORT ?= 8008
 export FLASK_APP := app:create_app
 
-.PHONY: run test test-fast services browser browser-or-warn prometheus extension sdk grid-jar rrweb rrweb-or-warn openapi docs bench bench-sessions bench-profile eval clean
+.PHONY: run test test-fast services browser browser-or-warn prometheus extension sdk grid-jar rrweb rrweb-or-warn detectors bench-identity openapi docs bench bench-sessions bench-profile eval clean
 
 ## The runtime install: requirements.txt (pinned) and this package, which puts the
 ## `remote-dispatch` command in $(BIN).
@@ -71,7 +71,7 @@ run: $(STAMP) browser-or-warn rrweb-or-warn $(RUN_NEEDS)
 ## a test file to a worker so its module fixtures start once; then the tests marked `alone` (or `disruptive`), by
 ## themselves. Both phases always run; `make test` fails when either fails, and prints its wall time.
 TEST_WORKERS ?= 4
-test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser prometheus extension sdk grid-jar rrweb
+test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser prometheus extension sdk grid-jar rrweb detectors
 	@start=$$(date +%s); \
 	TEST_PHASE=parallel SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile \
 	  $(PYTEST_ARGS); parallel=$$?; \
@@ -148,6 +148,22 @@ $(RRWEB_STAMP):
 	tar -xzf $(RRWEB_DIR)/pack/rrweb-player-$(RRWEB_VERSION).tgz -O package/dist/style.min.css > $(RRWEB_DIR)/rrweb-player.css
 	rm -rf $(RRWEB_DIR)/pack && touch $@
 
+## The bot detectors the identity tests run in our browsers' pages (tests/test_browser_identity.py, bench/identity.py):
+## FingerprintJS's BotD and fpscanner, pinned, their ES modules fetched with npm pack into vendor/detectors
+## (git-ignored, never committed), served to the browser from a loopback server.
+BOTD_VERSION := 2.0.0
+FPSCANNER_VERSION := 1.0.2
+DETECTORS_DIR := vendor/detectors
+DETECTORS_STAMP := $(DETECTORS_DIR)/.installed-$(BOTD_VERSION)-$(FPSCANNER_VERSION)
+detectors: $(DETECTORS_STAMP)
+$(DETECTORS_STAMP):
+	command -v npm >/dev/null || apt-get install -y -q npm || { apt-get update -q && apt-get install -y -q npm; }
+	rm -rf $(DETECTORS_DIR) && mkdir -p $(DETECTORS_DIR)/pack
+	cd $(DETECTORS_DIR)/pack && npm pack --silent @fingerprintjs/botd@$(BOTD_VERSION) fpscanner@$(FPSCANNER_VERSION) >/dev/null
+	tar -xzf $(DETECTORS_DIR)/pack/fingerprintjs-botd-$(BOTD_VERSION).tgz -O package/dist/botd.esm.js > $(DETECTORS_DIR)/botd.esm.js
+	tar -xzf $(DETECTORS_DIR)/pack/fpscanner-$(FPSCANNER_VERSION).tgz -O package/dist/fpScanner.es.js > $(DETECTORS_DIR)/fpscanner.es.js
+	rm -rf $(DETECTORS_DIR)/pack && touch $@
+
 ## For `make run`: rrweb for the recordings of browser runs when npm can fetch it; otherwise say so and go on.
 rrweb-or-warn:
 	@$(MAKE) --no-print-directory rrweb >/dev/null 2>&1 \
@@ -168,12 +184,18 @@ browser-or-warn:
 ## database and vhost, with processes of their own. BENCH_QUICK=1 for a short run. They reuse the tests'
 ## helpers (page server, scripted model, HTTPS receiver, the extension in Chromium), hence the test install.
 BENCH_SERVICES := TEST_DB=remote_dispatch_bench TEST_VHOST=rd_bench bash tests/ensure_services.sh
-bench: $(TEST_STAMP) $(LLM_STAMP) browser extension rrweb
+bench: $(TEST_STAMP) $(LLM_STAMP) browser extension rrweb detectors
 	command -v wrk >/dev/null || apt-get install -y -q wrk || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.run
 
 ## Kept cloud browser sessions (bench/sessions.py): create → usable, warm session task ÷ fresh cloud_browser task.
+## What BotD and fpscanner find in our browser, in plain selenium.webdriver.Chrome() and in Chromium headful under
+## Xvfb with no automation (bench/identity.py, docs/browser-identity.md); Xvfb from Debian.
+bench-identity: $(STAMP) browser detectors
+	command -v Xvfb >/dev/null || apt-get install -y -q xvfb || { apt-get update -q && apt-get install -y -q xvfb; }
+	$(BIN)/python -m bench.identity
+
 bench-sessions: $(STAMP) browser
 	$(BENCH_SERVICES)
 	$(BIN)/python -m bench.sessions

@@ -222,6 +222,8 @@ class CloudSession(db.Model):
     egress_host: Mapped[str | None] = mapped_column(String(200))
     pid: Mapped[int | None] = mapped_column(Integer)
     profile_dir: Mapped[str | None] = mapped_column(Text)
+    # The caller's browserSettings (app/sandbox/settings.py): its browser's launch had them, each task's tabs get them.
+    browser_settings: Mapped[dict | None] = mapped_column(JSON)
     # CDP access (the SDK's CloudBrowserEnvironment): the credential its proxy accepts (encrypted), and the URL.
     cdp_token_sealed: Mapped[str | None] = mapped_column(Text)
     cdp_url: Mapped[str | None] = mapped_column(Text)

@@ -12,6 +12,7 @@ import pytest
 from app.sandbox import processes as sandbox_processes
 from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import submit, wait_for_status, wait_until
+from tests.identity_pages import STILL_SEEN, IdentityServer, detect_steps, detections
 from tests.processes import WorkerProcess
 from tests.upstream_proxies import BasicAuthProxy
 from workers.browser.egress import our_proxies
@@ -222,6 +223,19 @@ def test_a_pooled_browser_that_died_is_noticed_and_never_handed_out(client, api_
     assert not any((pool_root(os.environ["VAR_DIR"]) / name).exists() for name in ready)
 
 
+def test_a_pooled_browser_shows_the_detectors_no_automation(client, api_key, pool_worker):
+    """BotD and fpscanner in a pooled browser's page, as in a cold one's (docs/browser-identity.md)."""
+    site = IdentityServer()
+    try:
+        before = len(taken(pool_worker))
+        body = run(client, api_key, detect_steps(site))
+        assert body["status"] == "success", body
+        assert len(taken(pool_worker)) == before + 1
+        assert set(detections(site.wait("detect"))) == STILL_SEEN
+    finally:
+        site.close()
+
+
 def test_after_a_sigkill_of_the_worker_and_a_restart_no_pooled_browser_remains(app, pool_worker):
     pool_worker.stop()  # the module's worker is done; this test has its own
     doomed = WorkerProcess(queues="tasks", concurrency=1, name="pool-doomed", env={"BROWSER_POOL_SIZE": "2"})
@@ -242,3 +256,4 @@ def test_after_a_sigkill_of_the_worker_and_a_restart_no_pooled_browser_remains(a
                    what="the pooled browsers' folders to be removed", timeout=60)
     finally:
         rescuer.stop()
+

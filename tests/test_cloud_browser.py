@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from app.extensions import db
 from tests.conftest import WorkerProcess, poll, submit, wait_for_status, wait_until
+from tests.identity_pages import STILL_SEEN, IdentityServer, detect_steps, detections
 from tests.llm_server import ScriptedModel, tool_call
 from tests.page_server import PageServer
 from workers.browser.reaper import our_browser_processes
@@ -221,6 +222,19 @@ def test_the_scripted_model_does_the_same_and_answers_the_schema(client, api_key
         worker.stop()
         model.close()
     no_browser_left()
+
+
+def test_a_task_s_browser_shows_the_detectors_no_automation(client, api_key, browser_worker):
+    """BotD and fpscanner run in the task's page find no automation (docs/browser-identity.md)."""
+    site = IdentityServer()
+    try:
+        request_id = submit(client, api_key, {"prompt": detect_steps(site), "executionMode": "cloud_browser"}
+                            ).get_json()["requestId"]
+        body = wait_for_status(client, api_key, request_id, timeout=120)
+        assert body["status"] == "success" and body["response"]["text"] == "Detectors done", body
+        assert set(detections(site.wait("detect"))) == STILL_SEEN
+    finally:
+        site.close()
 
 
 def test_a_failed_action_says_why_and_the_browser_is_closed(client, api_key, pages, browser_worker):

@@ -21,6 +21,7 @@ from app.egress.proxy import proxies_under
 from app.sessions.browsers import egress_dir, profile_processes
 from workers.browser.kept_session import KeptSessionBrowser
 from tests.conftest import make_key, wait_until
+from tests.identity_pages import STILL_SEEN, IdentityServer, detect_steps, detections
 from tests.sdk_support import LiveService, run_sdk
 
 pytestmark = pytest.mark.slow
@@ -104,6 +105,14 @@ def service(app):
 @pytest.fixture(scope="module")
 def site():
     server = LoginSite()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def detectors():
+    """BotD and fpscanner on a loopback site (tests/identity_pages.py)."""
+    server = IdentityServer()
     yield server
     server.close()
 
@@ -461,6 +470,17 @@ def test_tasks_in_one_session_run_one_at_a_time(service, api_key, site):
     assert results[second]["response"]["text"] == "second"
 
 
+def test_a_kept_session_s_browser_shows_the_detectors_no_automation(service, api_key, detectors):
+    """BotD and fpscanner in a kept session's browser, in its first task and in the next one (another attach)."""
+    created = create(service, api_key)
+    target = {"cloudBrowserSessionId": created["session_id"], "browserWindowId": created["browser_window_id"]}
+    for _ in range(2):
+        detectors.forget()
+        body = run_and_wait(service, api_key, {"prompt": detect_steps(detectors), **target})
+        assert body["response"]["text"] == "Detectors done", body
+        assert set(detections(detectors.wait("detect"))) == STILL_SEEN
+
+
 def test_files_the_session_downloaded_reach_the_sdk(service, api_key, site):
     result = run_sdk(service, api_key, f'''
         import aiohttp
@@ -504,8 +524,9 @@ def test_a_task_s_download_in_a_session_is_a_file_of_the_key_and_stays_in_the_se
     assert len(api(service, api_key, "GET", "/files").json()["files"]) == 1
 
 
-def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(service, site):
+def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(service, site, detectors):
     api_key, other_key = make_key("cdp-user", plan="pro"), make_key("cdp-other", plan="pro")  # free: no CDP
+    detectors.forget()
     result = run_sdk(service, api_key, f'''
         import aiohttp
         from playwright.async_api import async_playwright
@@ -526,6 +547,8 @@ def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(se
                 page = await browser.contexts[0].new_page()
                 await page.goto({site.url("/account")!r})
                 account = await page.locator("h1").inner_text()
+                await page.goto({detectors.url("/detect")!r})  # what Playwright itself shows a page
+                await page.locator("h1", has_text="Detectors done").wait_for()
                 await page.close()
                 await browser.close()
                 refused = []
@@ -544,6 +567,9 @@ def test_cloud_browser_environment_connects_over_cdp_and_runs_the_agent_there(se
     value = result.value
     assert value["status"] == "success" and value["text"] == "Welcome grace"
     assert value["account"] == "Signed in as grace"
+    # Through our relay, only what Playwright adds itself: it enables the Runtime domain on the pages it attaches to
+    # (docs/browser-identity.md, "Your own client over our CDP URL").
+    assert set(detections(detectors.wait("detect"))) == STILL_SEEN | {"fpscanner.hasCDP"}
     assert value["direct_url"].startswith(site.url("/session?"))
     assert value["refused"] == [True, True]
     row = session_row(value["session"])

@@ -30,8 +30,9 @@ let value;
 try { value = (0, eval)(source); }
 catch (error) { if (!(error instanceof SyntaxError)) throw error; value = new Function(source)(); }
 return Promise.resolve(value).then((v) => v === undefined ? null : JSON.parse(JSON.stringify(v)));"""
-# A tab showing a PDF (Chromium's viewer): its own bytes, fetched again from the page (cookies included).
-_SHOWN_PDF = """return (async () => {
+# A tab showing a PDF (Chromium's viewer): its own bytes, fetched again from the page (cookies included), in our
+# isolated world (SeleniumBrowser.run_in_world: chromedriver's scripts get no answer from the viewer's renderer).
+_SHOWN_PDF = """(async () => {
 if (document.contentType !== "application/pdf") return null;
 const blob = await (await fetch(location.href)).blob();
 const data = await new Promise((resolve) => { const r = new FileReader(); r.onload = () => resolve(r.result);
@@ -88,7 +89,9 @@ def _serve_commands(session_id):
     try:
         browser = KeptSessionBrowser(webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                                      label=session.name or session.id, remote=session.host == "grid",
-                                     page_load_timeout=current_app.config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30))
+                                     page_load_timeout=current_app.config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30),
+                                     chromium_path=current_app.config["CHROMIUM_PATH"],
+                                     settings=session.browser_settings)
     except BrowserUnavailable as exc:  # its browser (or its machine) is gone: the callers learn it now, not by 504
         db.session.rollback()
         return _refuse_commands(window_id, api_key_id, str(exc))
@@ -275,7 +278,7 @@ def _agentic_mouse_action(browser, args):
 
 def _save_pdf_file(browser, _):
     """The PDF the tab shows (its own bytes), else the page printed to PDF (Page.printToPDF)."""
-    shown = browser.run_js(_SHOWN_PDF)
+    shown = browser.run_in_world(_SHOWN_PDF)
     stamp = datetime.now(timezone.utc)
     if shown and shown.get("base64"):
         content, name = shown["base64"], shown["name"]

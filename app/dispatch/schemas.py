@@ -7,12 +7,13 @@ from zoneinfo import available_timezones
 import jsonschema
 import marshmallow as ma
 from flask import current_app
-from marshmallow import EXCLUDE, ValidationError, fields, pre_load, validate, validates, validates_schema
+from marshmallow import EXCLUDE, ValidationError, fields, post_load, pre_load, validate, validates, validates_schema
 
 from .. import json_schemas, schema_cost, totp
 from ..api import ErrorSchema
 from ..egress import upstream
 from ..egress.policy import Policy, Unresolvable, UnsafeUrl, host_pattern, normalise
+from ..sandbox import settings as browser_settings
 from ..scripts.format import ELEMENTS, RECORDED
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
@@ -334,6 +335,68 @@ class ProfileOptionSchema(LenientSchema):
                        "the task or session writing it now)."})
 
 
+class SizeSchema(LenientSchema):
+    width = fields.Integer(strict=True, required=True, validate=validate.Range(min=240, max=7680))
+    height = fields.Integer(strict=True, required=True, validate=validate.Range(min=240, max=4320))
+
+
+class GeolocationSchema(LenientSchema):
+    latitude = fields.Float(required=True, allow_nan=False, validate=validate.Range(min=-90, max=90))
+    longitude = fields.Float(required=True, allow_nan=False, validate=validate.Range(min=-180, max=180))
+    accuracy = fields.Float(allow_none=True, allow_nan=False, validate=validate.Range(min=0, max=100000), metadata={
+        "description": "Metres (default 20)"})
+
+
+class BrowserSettingsSchema(LenientSchema):
+    """`browserSettings` on submit (cloud_browser) and on creating a kept session: the identity its browser shows
+    sites, every value agreeing (app/sandbox/settings.py; docs/browser-identity.md)."""
+
+    device = fields.String(allow_none=True, validate=validate.OneOf(
+        sorted(browser_settings.DEVICES), error="unknown device '{input}': one of {choices}."), metadata={
+        "description": "A device preset: desktops (Linux, Chromium's own User-Agent) and Android phones (Chrome for "
+                       "Android's User-Agent, platform, client hints, touch, screen and pixel ratio). Default "
+                       f"{browser_settings.DEFAULT_DEVICE} with the deployment's window size"})
+    viewport = fields.Nested(SizeSchema, allow_none=True, metadata={
+        "description": "The page's size (innerWidth x innerHeight); it must fit the screen"})
+    screen = fields.Nested(SizeSchema, allow_none=True, metadata={
+        "description": "A desktop's screen (a phone's is its preset's)"})
+    locale = fields.String(allow_none=True, validate=validate.Length(max=20), metadata={
+        "description": "A BCP 47 language tag (fr-FR, pt-BR, zh-Hant-TW): navigator.languages, Accept-Language, "
+                       "Intl"})
+    timeZone = fields.String(allow_none=True, metadata={
+        "description": "IANA time zone. On a task it is the task's `timeZone` (give it once, or twice the same)"})
+    geolocation = fields.Nested(GeolocationSchema, allow_none=True, metadata={
+        "description": "navigator.geolocation's position, and its permission granted to every page; without it, "
+                       "no page is granted geolocation"})
+    colorScheme = fields.String(allow_none=True, validate=validate.OneOf(browser_settings.COLOR_SCHEMES), metadata={
+        "description": "prefers-color-scheme"})
+
+    @validates("locale")
+    def _is_language_tag(self, value, **_):
+        if value is not None and browser_settings.canonical_locale(value) is None:
+            raise ValidationError(f"'{value}' is not a BCP 47 language tag of a language, an optional script and an "
+                                  "optional region (e.g. fr-FR, pt-BR, zh-Hant-TW).")
+
+    @validates("timeZone")
+    def _is_iana_zone(self, value, **_):
+        if value is not None and value not in ZONES:
+            raise ValidationError(f"'{value}' is not an IANA time zone (e.g. Europe/Paris).")
+
+    @validates_schema
+    def _consistent(self, data, **_):
+        found = browser_settings.problems(data)
+        if found:
+            raise ValidationError(found)
+
+    @post_load
+    def _canonical(self, data, **_):
+        """Only what was given (explicit nulls dropped), the locale in its canonical case."""
+        data = {name: value for name, value in data.items() if value is not None}
+        if data.get("locale"):
+            data["locale"] = browser_settings.canonical_locale(data["locale"])
+        return data
+
+
 class SubmitSchema(LenientSchema):
     prompt = fields.String(validate=validate.Length(min=1, error="prompt must not be empty."),
                            metadata={"description": "The task; at most MAX_PROMPT_CHARS characters. Required unless "
@@ -398,6 +461,12 @@ class SubmitSchema(LenientSchema):
                        "`127.0.0.1:8123`. Every other host is refused, redirects and a page's own requests "
                        "included (400 for a pattern that is not one of these forms). It narrows the server's "
                        "outbound policy, never widens it."})
+    browserSettings = fields.Nested(BrowserSettingsSchema, allow_none=True, metadata={
+        "description": "`cloud_browser` tasks (replays too): the identity the browser shows sites: a device preset, "
+                       "viewport, screen, locale, time zone, geolocation, colour scheme, every value agreeing (400 "
+                       "saying why for a combination that cannot). Settings a browser must start with (device, "
+                       "viewport, screen, locale) get a fresh browser, not a pooled one. Not for `client` or `cloud` "
+                       "mode, nor in a kept session (give it when creating the session): 400 naming the field"})
     proxy = fields.Nested(ProxySchema, allow_none=True, metadata={
         "description": "`cloud_browser` tasks (replays too): the browser's traffic leaves through this proxy, behind "
                        "the service's egress proxy (allowedDomains and the outbound policy apply to each "
@@ -427,6 +496,11 @@ class SubmitSchema(LenientSchema):
             data["responseFormat"] = {"type": "jsonSchema", "jsonSchema": legacy}  # a plain JSON Schema
         if data.get("timeZone") is None:
             data.pop("timeZone", None)
+        chosen = data.get("browserSettings")
+        zone = chosen.get("timeZone") if isinstance(chosen, dict) else None
+        if zone is not None and data.setdefault("timeZone", zone) != zone:
+            raise ValidationError(f"the task's timeZone is '{data['timeZone']}' and its browserSettings.timeZone "
+                                  f"'{zone}': give the time zone once.", "browserSettings")
         return data
 
     def _no_near_misses(self, data):
@@ -517,15 +591,17 @@ class SubmitSchema(LenientSchema):
 
     @validates_schema
     def _browser_options_need_a_browser_of_ours(self, data, **_):
-        """`profile` and `proxy` shape the browser the service starts for a task: a kept session takes them when it
-        is created, and other modes have no browser of ours."""
+        """`profile`, `proxy` and `browserSettings` shape the browser the service starts for a task: a kept session
+        takes them when it is created, and other modes have no browser of ours."""
         mode = data.get("executionMode", "client")
-        for field, what in (("profile", "its profile"), ("proxy", "its proxy")):
+        for field, what in (("profile", "its profile"), ("proxy", "its proxy"),
+                            ("browserSettings", "its identity settings")):
             if data.get(field) is None:
                 continue
             if data.get("cloudBrowserSessionId"):
+                name = "browser_settings" if field == "browserSettings" else field
                 raise ValidationError(f"a kept session's browser takes {what} when the session is created "
-                                      f"({field} on create-and-initialize-cloud-browser-session), not per task.", field)
+                                      f"({name} on create-and-initialize-cloud-browser-session), not per task.", field)
             if mode != "cloud_browser":
                 raise ValidationError(
                     f"{field} needs a browser the service starts: executionMode 'cloud_browser' or a kept session ("

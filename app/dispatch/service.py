@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 OPTION_FIELDS = (
     "clearChat", "generateGif", "responseFormat", "attachments", "timeZone", "mcpServers",
     "inputVariables", "chatHistory", "additionalContext", "reasoningMode",
-    "cloudBrowserSessionName", "allowedDomains", "profile",
+    "cloudBrowserSessionName", "allowedDomains", "profile", "browserSettings",
 )
 
 

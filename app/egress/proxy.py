@@ -86,7 +86,10 @@ class EgressProxy:
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         argv = [sys.executable, "-m", "proxy", "--hostname", self.host, "--port", str(self.port),
                 "--port-file", str(self.port_file), "--num-acceptors", "1", "--plugins", PLUGIN,
-                "--log-level", "WARNING", "--log-file", str(self.directory / "proxy.log"), "--timeout", "30"]
+                "--log-level", "WARNING", "--log-file", str(self.directory / "proxy.log"), "--timeout", "30",
+                # proxy.py names itself to every site in a Via header (`1.1 proxy.py v2.4`): a browser of a
+                # person's has no proxy of ours to announce (docs/browser-identity.md).
+                "--disable-headers", "Via"]
         if self.of_worker and os.access(SETPRIV, os.X_OK):  # killed with the worker; its acceptor by the reaper
             argv = [SETPRIV, "--pdeathsig", "KILL", "--"] + argv
         with open(self.directory / "stdout.log", "ab") as out:

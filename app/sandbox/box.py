@@ -1,8 +1,10 @@
 """One browser's sandbox: Chromium's flags and policies, its unprivileged user, bubblewrap, the forwarders across it, its files."""
+import functools
 import json
 import logging
 import os
 import pwd
+import re
 import secrets
 import shlex
 import shutil
@@ -42,19 +44,135 @@ class HostUnavailable(Exception):
     """The sandbox cannot be set up on this machine (the message says what to install)."""
 
 
-def chromium_flags(window_size=(1280, 900), locale="en-US"):
-    """The command-line flags every local or Grid browser of ours gets: Chromium's own sandbox always stays on."""
-    return FLAGS + [f"--window-size={int(window_size[0])},{int(window_size[1])}", f"--lang={locale}"]
+# What a person's desktop shows a site (docs/browser-identity.md): headless Chromium's screen is 800x600 and its
+# window as large; ours is a 1920x1080 screen with a taskbar's 40 pixels taken from the available height.
+SCREEN = (1920, 1080)
+TASKBAR = 40
+# navigator.webdriver false, as in a browser no one drives (Blink's AutomationControlled feature sets it true).
+IDENTITY_FLAGS = ["--disable-blink-features=AutomationControlled"]
+
+
+def chromium_flags(window_size=(1280, 900), locale="en-US", chromium_path=None, screen=SCREEN, identity=None):
+    """The command-line flags every local or Grid browser of ours gets: Chromium's own sandbox always stays on.
+    With `chromium_path` (a browser on this machine), the User-Agent of every page, frame and worker is a desktop
+    Chromium's of its version (headless Chromium's says HeadlessChrome); a Grid's is set per tab instead.
+    `identity` (app/sandbox/settings.py, the caller's browserSettings) replaces the window, screen, locale and
+    User-Agent with its own."""
+    major = chromium_major(chromium_path) if chromium_path else None
+    user_agent = desktop_user_agent(major) if major else None
+    screen_info = f"{int(screen[0])}x{int(screen[1])} workAreaBottom={TASKBAR}"
+    if identity is not None:
+        window_size, locale, user_agent = identity.window_size, identity.locale, identity.user_agent
+        screen_info = f"{int(identity.screen[0])}x{int(identity.screen[1])}"
+        if identity.taskbar:
+            screen_info += f" workAreaBottom={identity.taskbar}"
+        if identity.device.pixel_ratio != 1:
+            screen_info += f" devicePixelRatio={identity.device.pixel_ratio:g}"
+    flags = FLAGS + IDENTITY_FLAGS + [
+        f"--window-size={int(window_size[0])},{int(window_size[1])}", f"--lang={locale}",
+        f"--screen-info={{{screen_info}}}"]
+    if user_agent:
+        flags.append(f"--user-agent={user_agent}")
+    return flags
+
+
+@functools.lru_cache(maxsize=8)
+def chromium_version(chromium_path):
+    """The full version of the Chromium at `chromium_path` ("156.0.8078.129", its `--version`), or None."""
+    try:
+        out = subprocess.run([chromium_path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"\b\d+\.\d+\.\d+\.\d+\b", out)
+    return match.group(0) if match else None
+
+
+def chromium_major(chromium_path):
+    version = chromium_version(chromium_path)
+    return version.split(".")[0] if version else None
+
+
+def user_agent_metadata(brands, full_version):
+    """The client hints of a desktop Chromium on Linux x86-64, for Emulation.setUserAgentOverride: with a
+    --user-agent flag Chromium leaves the high-entropy ones empty (architecture, bitness, the full versions), which no
+    desktop Chromium does. `brands`: the browser's own (chromium_brands)."""
+    major = full_version.split(".")[0]
+    return {"brands": brands,
+            "fullVersionList": [{"brand": b["brand"], "version": full_version if b["version"] == major
+                                 else f'{b["version"]}.0.0.0'} for b in brands],
+            "fullVersion": full_version, "platform": "Linux", "platformVersion": "", "architecture": "x86",
+            "bitness": "64", "model": "", "mobile": False, "wow64": False}
+
+
+def chromium_brands(major):
+    """navigator.userAgentData.brands of Chromium `major`, as Chromium makes them (embedder_support's
+    GenerateBrandVersionList without a vendor brand): its GREASE brand and version, then or before "Chromium", in the
+    order the major version picks. 156: [Not:A-Brand 8, Chromium 156]."""
+    seed, chars = int(major), [" ", "(", ":", "-", ".", "/", ")", ";", "=", "?", "_"]
+    grease = {"brand": f"Not{chars[seed % len(chars)]}A{chars[(seed + 1) % len(chars)]}Brand",
+              "version": ["8", "99", "24"][seed % 3]}
+    brands = [None, None]
+    brands[seed % 2], brands[(seed + 1) % 2] = grease, {"brand": "Chromium", "version": str(seed)}
+    return brands
+
+
+def identity_override(chromium_path):
+    """Emulation.setUserAgentOverride's parameters for a tab of the local Chromium at `chromium_path`: the User-Agent
+    of its flag with the client hints of a desktop Chromium; None when its version is not known. The tab's dedicated
+    workers and same-site frames take its override."""
+    version = chromium_version(chromium_path)
+    return identity_override_of(version) if version else None
+
+
+def identity_override_of(version):
+    """identity_override for a Chromium of `version` ("156.0.8078.129")."""
+    major = version.split(".")[0]
+    return {"userAgent": desktop_user_agent(major),
+            "userAgentMetadata": user_agent_metadata(chromium_brands(major), version)}
+
+
+def desktop_user_agent(major):
+    """The User-Agent of Chromium `major` on a Linux desktop, as a headful one sends it (the reduced form: the minor
+    version numbers are zeros in every Chromium since 101)."""
+    return (f"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{major}.0.0.0 "
+            "Safari/537.36")
 
 
 def policies(downloads):
     policy = {"URLBlocklist": BLOCKED_URLS, "URLAllowlist": ALLOWED_URLS, "ExtensionInstallBlocklist": ["*"], "BrowserSignin": 0,
               "SyncDisabled": True, "PasswordManagerEnabled": False, "PromptForDownloadLocation": False,
               "AllowFileSelectionDialogs": False, "NewTabPageLocation": START_PAGE, "HomepageLocation": START_PAGE,
-              "HomepageIsNewTabPage": False, "RestoreOnStartup": 4, "RestoreOnStartupURLs": [START_PAGE]}
+              "HomepageIsNewTabPage": False, "RestoreOnStartup": 4, "RestoreOnStartupURLs": [START_PAGE],
+              # No page learns where the browser is unless the caller chose a place (browserSettings.geolocation,
+              # granted over CDP): headless Chromium would grant every page's request.
+              "DefaultGeolocationSetting": 2}
     if downloads:
         policy["DownloadDirectory"] = str(downloads)
     return policy
+
+
+# chromedriver adds this script to every document it drives, before the page's own: it keeps Array, Object,
+# Promise, Proxy, Symbol, JSON and Window as window.cdc_..._Array and so on, properties every page can list (BotD and
+# fpscanner look for them). Its own scripts take `window.cdc_..._X || window.X`, so without the script they take
+# the page's globals, as a chromedriver of before the script did.
+CDC_SCRIPT = re.compile(rb"\(function \(\) \{(window\.cdc_[A-Za-z0-9]+_[A-Za-z]+ = window\.[A-Za-z]+;)+\}\) \(\);")
+
+
+def quiet_chromedriver(chromedriver, folder):
+    """A copy of `chromedriver` (in `folder`, made once per build of it) whose script of marks is blanked out,
+    byte for byte the same length: the sandbox runs it in place of the original (BrowserBox._bwrap)."""
+    info = os.stat(chromedriver)
+    quiet = Path(folder) / f".chromedriver-{info.st_size}-{int(info.st_mtime)}"
+    if quiet.exists():
+        return str(quiet)
+    data = Path(chromedriver).read_bytes()
+    blanked = CDC_SCRIPT.sub(lambda m: b"(function () {" + b" " * (len(m.group(0)) - 20) + b"}) ();", data)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    part = Path(folder) / f"{quiet.name}.{os.getpid()}.part"
+    part.write_bytes(blanked)
+    os.chmod(part, 0o755)
+    os.replace(part, quiet)  # whole or not at all: a parallel start finds one or makes its own
+    return str(quiet)
 
 
 def missing_tools():
@@ -108,11 +226,16 @@ class BrowserBox:
     session, which ends with the session. With `die_with_parent`, the kernel ends it with the starting thread."""
 
     def __init__(self, directory, *, owner_pid=None, proxy=None, downloads=None, devtools=False,
-                 die_with_parent=True, time_zone=None, binaries=()):
+                 die_with_parent=True, time_zone=None, binaries=(), drivers_dir=None):
         self.directory = Path(directory)
+        # Where the quiet copy of chromedriver is kept (quiet_chromedriver): beside the box unless told.
+        self.drivers_dir = Path(drivers_dir) if drivers_dir else self.directory.parent
         # Binaries outside /usr (a CHROMIUM_PATH of one's own) are shown to the sandbox read-only.
         self.binaries = sorted({os.path.dirname(os.path.realpath(path)) for path in binaries if path
                                 and not os.path.realpath(path).startswith("/usr/")})
+        self.drivers = [os.path.realpath(path) for path in binaries
+                        if path and os.path.basename(os.path.realpath(path)) == "chromedriver"]
+        self.quiet_drivers = []  # (our copy, the chromedriver it stands for inside), made by prepare()
         self.owner_pid, self.proxy, self.devtools = owner_pid, proxy, devtools
         self.die_with_parent, self.time_zone = die_with_parent, time_zone
         self.run, self.home, self.profile = self.directory / "run", self.directory / "home", self.directory / "profile"
@@ -146,6 +269,7 @@ class BrowserBox:
             raise HostUnavailable(f"browser directories must not contain , : ! quotes or backslashes: {self.directory}")
         ids = ensure_user()
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.quiet_drivers = [(quiet_chromedriver(driver, self.drivers_dir), driver) for driver in self.drivers]
         os.chmod(self.directory, 0o755)  # the service's; inside, only what is bound below is visible
         write_marker(self.directory, self.owner_pid)
         etc = self.directory / "etc"
@@ -223,6 +347,8 @@ class BrowserBox:
         for folder in self.binaries:
             args += self._dirs(os.path.dirname(folder), made) + ["--ro-bind", folder, folder]
             made.add(folder)
+        for quiet, driver in self.quiet_drivers:  # chromedriver as the sandbox runs it: without its marks
+            args += ["--ro-bind", quiet, driver]
         args += self._dirs(str(self.directory.parent), made) + ["--ro-bind", str(self.directory), str(self.directory)]
         made.add(str(self.directory))
         for path in (self.run, self.home, self.profile):

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sandbox import box as sandbox, processes as sandbox_processes, unix_http
+from ..sandbox import box as sandbox, processes as sandbox_processes, settings as browser_settings, unix_http
 from ..sandbox.box import BrowserBox, HostUnavailable
 from ..egress.proxy import EgressProxy, ProxyFailed, stop_proxies_under
 
@@ -67,32 +67,55 @@ def chain(config, session_id, proxy):
     EgressProxy(config, session_id, directory=egress_dir(config, session_id)).chain(proxy)
 
 
-def chrome_options(config, proxy, profile_dir=None, downloads=None):
-    """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
-    its egress proxy."""
+# A kept browser's time zone, for all its tasks: the spec's default timeZone, as a task's browser has when its task
+# names none (a browser in UTC is a sign of a server: docs/browser-identity.md).
+SESSION_ZONE = "America/Los_Angeles"
+
+
+def window_size(config):
     width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
-    args = sandbox.chromium_flags((int(width), int(height or 900)), config.get("BROWSER_LOCALE", "en-US"))
+    return int(width), int(height or 900)
+
+
+def identity(config, settings, local):
+    """The session's browserSettings resolved (app/sandbox/settings.py) for its Chromium; None without settings."""
+    if not settings:
+        return None
+    version = sandbox.chromium_version(config["CHROMIUM_PATH"]) if local else None
+    return browser_settings.identity(settings, version, window_size(config), config.get("BROWSER_LOCALE", "en-US"),
+                                     SESSION_ZONE)
+
+
+def chrome_options(config, proxy, profile_dir=None, downloads=None, local=False, chosen=None):
+    """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
+    its egress proxy; `local`: on this machine's Chromium (its version in the User-Agent), not a Grid's. `chosen`:
+    the session's browserSettings (an Identity), whose window, screen and languages it takes."""
+    args = sandbox.chromium_flags(window_size(config), config.get("BROWSER_LOCALE", "en-US"),
+                                  config["CHROMIUM_PATH"] if local else None, identity=chosen)
     args += [arg for arg in proxy.chromium_arguments() if arg not in args]  # as cloud_browser's
     if profile_dir:
         args.append(f"--user-data-dir={profile_dir}")
     prefs = {"credentials_enable_service": False, "profile.password_manager_enabled": False,
-             "download.prompt_for_download": False}
+             "download.prompt_for_download": False,
+             "intl.accept_languages": chosen.accept_languages if chosen is not None
+             else browser_settings.accept_languages(config.get("BROWSER_LOCALE", "en-US"))}
     if downloads:
         prefs.update({"download.default_directory": str(downloads), "download.directory_upgrade": True})
     return {"args": args, "prefs": prefs}
 
 
-def launch(config, session_id, owner_pid=None):
+def launch(config, session_id, owner_pid=None, settings=None):
     """Start the session's browser behind an egress proxy of its own (the cloud_browser policy): on
     SELENIUM_REMOTE_URL when set, else on a chromedriver of our own. `owner_pid`: the process whose death
-    orphans it (the session pool's, until a session adopts it); None: it ends with the session only."""
+    orphans it (the session pool's, until a session adopts it); None: it ends with the session only. `settings`:
+    the session's browserSettings."""
     # Started first and waited for last, as for cloud_browser; its own process group outlives this request.
     proxy = EgressProxy(config, session_id, directory=egress_dir(config, session_id)).start()
     try:
         if config.get("SELENIUM_REMOTE_URL"):
-            launched = _launch_on_grid(config, session_id, proxy)
+            launched = _launch_on_grid(config, session_id, proxy, identity(config, settings, local=False))
         else:
-            launched = _launch_local(config, session_id, proxy, owner_pid)
+            launched = _launch_local(config, session_id, proxy, owner_pid, identity(config, settings, local=True))
         try:
             proxy.wait_ready()
         except ProxyFailed as exc:
@@ -106,13 +129,17 @@ def launch(config, session_id, owner_pid=None):
     return launched
 
 
-def _launch_on_grid(config, session_id, proxy):
+def _launch_on_grid(config, session_id, proxy, chosen=None):
     url = config["SELENIUM_REMOTE_URL"].rstrip("/")
-    caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options(config, proxy)})
+    caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options(config, proxy,
+                                                                                          chosen=chosen)})
+    if chosen is not None and caps["capabilities"].get("browserVersion"):
+        chosen = browser_settings.identity_of_version(chosen, caps["capabilities"]["browserVersion"])
+    _first_tab(url, caps["sessionId"], chosen, session_id)
     return Launched(url, caps["sessionId"], caps["capabilities"].get("se:cdp"), host="grid")
 
 
-def _launch_local(config, session_id, proxy, owner_pid=None):
+def _launch_local(config, session_id, proxy, owner_pid=None, chosen=None):
     for path in (config["CHROMEDRIVER_PATH"], config["CHROMIUM_PATH"]):
         if not os.access(path, os.X_OK):
             raise LaunchFailed(f"{path} is not installed (make browser installs Chromium and chromedriver).")
@@ -120,7 +147,8 @@ def _launch_local(config, session_id, proxy, owner_pid=None):
     # In its sandbox (app/sandbox/box.py), as the browsers' user; not tied to this request's thread: it ends
     # with the session. DevTools is reached through its Unix socket at debugger_address (the CDP proxy's target).
     box = BrowserBox(root, owner_pid=owner_pid, proxy=proxy.address, devtools=True, die_with_parent=False,
-                     binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]))
+                     binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]),
+                     time_zone=chosen.time_zone if chosen else SESSION_ZONE)
     try:
         box.prepare()
     except HostUnavailable as exc:
@@ -139,15 +167,32 @@ def _launch_local(config, session_id, proxy, owner_pid=None):
         problem = sandbox.wait_for_driver(url, proc, START_TIMEOUT)
         if problem:
             raise LaunchFailed(problem)
-        options = {**chrome_options(config, proxy, box.profile, box.downloads), "binary": config["CHROMIUM_PATH"]}
+        options = {**chrome_options(config, proxy, box.profile, box.downloads, local=True, chosen=chosen),
+                   "binary": config["CHROMIUM_PATH"]}
         options["args"].append(f"--remote-debugging-port={sandbox.INNER_DEVTOOLS_PORT}")
         caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": options})
+        _first_tab(url, caps["sessionId"], chosen, session_id, sandbox.identity_override(config["CHROMIUM_PATH"]))
     except BaseException:
         _kill_group(proc.pid, str(box.profile))
         shutil.rmtree(root, ignore_errors=True)
         raise
     return Launched(url, caps["sessionId"], box.debugger_address, host=socket.gethostname(), pid=proc.pid,
                     profile_dir=str(box.profile))
+
+
+def _first_tab(url, webdriver_session, chosen, session_id, default=None):
+    """The identity of its first tab, as a task's driver sets it in each tab it meets (SeleniumBrowser._emulate):
+    the chosen one's User-Agent, client hints and emulation, or `default`'s client hints of a desktop Chromium."""
+    cdp = cdp_sender(url, webdriver_session)
+    override = chosen.user_agent_override if chosen is not None else default
+    commands = [("Emulation.setUserAgentOverride", override)] if override else []
+    if chosen is not None:
+        commands += chosen.tab_commands + chosen.browser_commands
+    for command, params in commands:
+        try:
+            cdp(command, params)
+        except Unanswered:
+            log.warning("%s failed in the first tab of session %s", command, session_id)
 
 
 class Unanswered(Exception):
@@ -169,6 +214,9 @@ def _call(method, url, body=None, timeout=15):
 
 def _new_session(url, always_match):
     try:
+        # chromedriver's load wait needs its Runtime domain, off here: the driver waits for loads itself (as
+        # workers/browser/selenium_driver.py LOAD_STRATEGY says).
+        always_match = {**always_match, "pageLoadStrategy": "none"}
         _status, reply = _call("POST", url + "/session", {"capabilities": {"alwaysMatch": always_match}},
                                timeout=START_TIMEOUT + 30)
         value = reply["value"]
@@ -176,13 +224,36 @@ def _new_session(url, always_match):
         raise LaunchFailed(f"the WebDriver endpoint did not answer: {exc}") from None
     if "sessionId" not in value:
         raise LaunchFailed(f"the browser did not start: {value.get('message', value)}"[:500])
+    # chromedriver's Runtime domain off in the first tab, as workers/browser/selenium_driver.py quiet_runtime does
+    # for each tab a task's driver meets (a page could tell it on: docs/browser-identity.md).
+    try:
+        cdp_sender(url, value["sessionId"])("Runtime.disable")
+    except Exception:
+        log.warning("chromedriver's Runtime domain could not be turned off in session %s", value["sessionId"])
     return value
+
+
+def _loud(webdriver_url, webdriver_session, method, path, body=None, timeout=15):
+    """One WebDriver command that runs chromedriver's own scripts in the page, with its Runtime domain on for it and
+    off again after (workers/browser/selenium_driver.py TrackedDriver does the same for a task's driver)."""
+    base = f"{webdriver_url}/session/{webdriver_session}"
+
+    def runtime(command):
+        try:
+            _call("POST", base + "/goog/cdp/execute", {"cmd": command, "params": {}}, timeout=timeout)
+        except Unanswered:
+            pass  # the command itself says whether the browser answers
+    runtime("Runtime.enable")
+    try:
+        return _call(method, base + path, body, timeout=timeout)
+    finally:
+        runtime("Runtime.disable")
 
 
 def is_alive(webdriver_url, webdriver_session):
     """True if the WebDriver session still answers (the browser is up)."""
     try:
-        return _call("GET", f"{webdriver_url}/session/{webdriver_session}/url", timeout=5)[0] < 400
+        return _loud(webdriver_url, webdriver_session, "GET", "/url", timeout=5)[0] < 400
     except Unanswered:
         return False
 
@@ -200,8 +271,7 @@ def cdp_sender(webdriver_url, webdriver_session):
 
 def execute(webdriver_url, webdriver_session, script):
     """The value of `script` (a function body) run in the session's current tab."""
-    status, reply = _call("POST", f"{webdriver_url}/session/{webdriver_session}/execute/sync",
-                          {"script": script, "args": []})
+    status, reply = _loud(webdriver_url, webdriver_session, "POST", "/execute/sync", {"script": script, "args": []})
     if status >= 400:
         raise Unanswered(f"the script failed: {((reply or {}).get('value') or {}).get('message', status)}"[:300])
     return (reply or {}).get("value")

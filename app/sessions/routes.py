@@ -45,7 +45,7 @@ class CreateSession(MethodView):
         `session_timeout` seconds. Submit tasks with `cloudBrowserSessionId` and `browserWindowId`.
         """
         row = service.create(g.api_key.id, data.get("session_name"), data.get("session_timeout"), data.get("profile"),
-                             data.get("proxy"))
+                             data.get("proxy"), data.get("browser_settings"))
         return {"browser_window_id": row.browser_window_id, "session_id": row.id}
 
 
@@ -72,7 +72,7 @@ class CreateCdpSession(MethodView):
         """
         _require_cdp_plan()
         row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"),
-                                             data.get("profile"), data.get("proxy"))
+                                             data.get("profile"), data.get("proxy"), data.get("browser_settings"))
         return {"cdp_websocket_url": row.cdp_url, "session_id": row.id, "browser_window_id": row.browser_window_id,
                 "login_url": public_url("cloud-browser.SessionLogin", token=service.login_token(row)),
                 "cdp_auth_headers": {"Authorization": f"Bearer {token}"}}

@@ -1,9 +1,9 @@
 """Request and response schemas of the cloud browser session endpoints (the narada SDK's shapes)."""
 import marshmallow as ma
 from flask import current_app
-from marshmallow import ValidationError, fields, validate, validates
+from marshmallow import ValidationError, fields, pre_load, validate, validates
 
-from ..dispatch.schemas import LenientSchema, ProfileOptionSchema, ProxySchema, StrictBoolean
+from ..dispatch.schemas import BrowserSettingsSchema, LenientSchema, ProfileOptionSchema, ProxySchema, StrictBoolean
 
 STOP_STATUSES = ("complete", "terminated", "failed", "timed_out")
 
@@ -20,6 +20,18 @@ class CreateSessionSchema(LenientSchema):
     proxy = fields.Nested(ProxySchema, allow_none=True, metadata={
         "description": "The session's browser leaves through this proxy for the session's whole life, behind the "
                        "service's egress proxy (as a cloud_browser task's `proxy`)"})
+    browser_settings = fields.Nested(BrowserSettingsSchema, allow_none=True, metadata={
+        "description": "The identity the session's browser shows sites for its whole life, as a cloud_browser "
+                       "task's `browserSettings` (also accepted under that name); its `timeZone` is the browser's "
+                       "(default America/Los_Angeles). A session with settings gets a browser started for it"})
+
+    @pre_load
+    def _task_name(self, data, **_):
+        """`browserSettings`, as a task names it, is taken for browser_settings."""
+        if isinstance(data, dict) and "browserSettings" in data and "browser_settings" not in data:
+            data = {**data, "browser_settings": data["browserSettings"]}
+            del data["browserSettings"]
+        return data
 
     @validates("session_timeout")
     def _within_limits(self, value, **_):

@@ -28,18 +28,19 @@ ENDED = "ended"
 DOWNLOAD_URL_TTL = 3600
 
 
-def create(api_key_id, name=None, timeout=None, profile=None, proxy=None):
+def create(api_key_id, name=None, timeout=None, profile=None, proxy=None, settings=None):
     """Start a kept browser for the key; returns the session row (active). 503 if no browser can start. `profile`
     ({"name", "persist"}): its saved state is loaded into the browser, and with persist the session is its one writer
-    until it ends. With a `proxy` (app/egress/upstream.py), its browser leaves through it for the session's life."""
-    return _create(api_key_id, name, timeout, profile=profile, proxy=proxy)
+    until it ends. With a `proxy` (app/egress/upstream.py), its browser leaves through it for the session's life.
+    `settings`: its browserSettings (app/sandbox/settings.py), for its launch and every task's tabs."""
+    return _create(api_key_id, name, timeout, profile=profile, proxy=proxy, settings=settings)
 
 
 START_WAIT_SECONDS = browsers.START_TIMEOUT + 60  # a worker's launch (its own limits are within this)
 FAILED_START = "failed"
 
 
-def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None):
+def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None, settings=None):
     """Make the session's row and have a worker start its browser (start_here, on a machine that runs `worker`:
     the web holds no browser); the active row once it is up. `token`: its CDP credential, sealed in the row from
     the start (the web tier's relay checks it: app/sessions/cdp_web.py). The profile's name and the proxy (sealed) go to
@@ -62,7 +63,8 @@ def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None):
     db.session.flush()
     window_id = window.id
     row = CloudSession(id=session_id, api_key_id=api_key_id, browser_window_id=window_id, name=name,
-                       timeout_seconds=timeout, status="starting", cdp_token_sealed=seal(token) if token else None)
+                       timeout_seconds=timeout, status="starting", cdp_token_sealed=seal(token) if token else None,
+                       browser_settings=settings or None)
     db.session.add(row)
     if profile and profile["persist"]:
         profiles.claim(api_key_id, profile["name"], session_id)  # 409 naming the writer, with nothing made
@@ -71,7 +73,8 @@ def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None):
     try:
         current_app.extensions["broker"].send("workers.start_session", [session_id, {
             "profile": profile["name"] if profile else None,
-            "proxy": seal(json.dumps(upstream.settings(proxy))) if proxy else None}], TASKS_QUEUE)
+            "proxy": seal(json.dumps(upstream.settings(proxy))) if proxy else None,
+            "browserSettings": settings or None}], TASKS_QUEUE)
     except Exception as exc:
         log.warning("publish of the start of session %s failed: %s", session_id, exc)
         _mark_ended(session_id, FAILED_START, "the task queue is unavailable")
@@ -107,11 +110,13 @@ def start_here(session_id, options=None):
     """(A worker, `workers.start_session`.) Start the browser of a session the web made: from this machine's warm
     pool when one is ready (the row then takes the pooled browser's id, as the browser's folder is named after
     it, in the same statement that claims the row for this machine), else cold; chain the caller's proxy and load
-    the profile (`options`: {"profile": name, "proxy": sealed settings}); then the row says where it is, and that
+    the profile (`options`: {"profile": name, "proxy": sealed settings, "browserSettings": the caller's, which a
+    browser started for it takes, never a pooled one}); then the row says where it is, and that
     it is active. The web waits for that (_started)."""
     config = current_app.config
     options = options or {}
-    pooled = session_pool.claim(config)
+    settings = options.get("browserSettings")
+    pooled = None if settings else session_pool.claim(config)  # the pool's have the default identity
     claimed = db.session.execute(
         update(CloudSession).where(CloudSession.id == session_id, CloudSession.status == "starting",
                                    CloudSession.host.is_(None))
@@ -129,7 +134,7 @@ def start_here(session_id, options=None):
     try:
         if options.get("proxy"):  # before the browser's first request: its egress proxy reads it at each connection
             browsers.chain(config, session_id, json.loads(unseal(options["proxy"])))
-        launched = pooled.launch if pooled else browsers.launch(config, session_id)
+        launched = pooled.launch if pooled else browsers.launch(config, session_id, settings=settings)
     except browsers.LaunchFailed as exc:
         _mark_ended(session_id, FAILED_START, str(exc))
         return None
@@ -572,11 +577,11 @@ def downloaded_file(token):
 
 # CDP access (CloudBrowserEnvironment): a credential for one session, checked by the session's proxy.
 
-def create_with_cdp(api_key_id, name, timeout, profile=None, proxy=None):
+def create_with_cdp(api_key_id, name, timeout, profile=None, proxy=None, settings=None):
     """A session plus DevTools access through the web tier's authenticating relay (app/sessions/cdp_web.py):
     (row, token). The credential is sealed in the row from the start; any web process relays it."""
     token = secrets.token_urlsafe(32)
-    row = _create(api_key_id, name, timeout, token=token, profile=profile, proxy=proxy)
+    row = _create(api_key_id, name, timeout, token=token, profile=profile, proxy=proxy, settings=settings)
     updated = db.session.execute(
         update(CloudSession).where(CloudSession.id == row.id, CloudSession.status == ACTIVE)
         .values(cdp_url=cdp_web.public_url(current_app.config, row.id)).returning(CloudSession.id)).first()

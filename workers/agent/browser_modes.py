@@ -14,6 +14,7 @@ from app.files import service as files
 from app.lifecycle import takes_up_a_pause
 from app.profiles import service as profiles, state as profile_state
 from app.live import state as live_state
+from app.sandbox import settings as browser_settings
 from app.sandbox.box import being_written
 from app.sessions import browsers
 from app.sessions import service as sessions
@@ -91,7 +92,10 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         self.download_dir = os.path.join(config["DOWNLOAD_DIR"], "remote-dispatch", task.id)
         if takes_up_a_pause(task) and (kept := self._kept_browser(task, label, should_stop, config)):
             return kept
-        while not pool.cold_reason(config) and (pooled := pool.claim(config)) is not None:
+        settings = options.get("browserSettings")
+        # A pooled browser has the default identity's flags: settings that need their own get a fresh browser.
+        while (not pool.cold_reason(config) and not browser_settings.needs_fresh_browser(settings)
+               and (pooled := pool.claim(config)) is not None):
             # Started ahead, never used: the task's fence first, then the browser is its own.
             self.egress = EgressProxy(config, label, directory=pooled.egress_dir)
             self.egress.fence(options.get("allowedDomains"))
@@ -100,7 +104,9 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             try:
                 return pool.PooledBrowser(
                     pooled, label=label, time_zone=options.get("timeZone") or pool.DEFAULT_ZONE,
-                    download_dir=self.download_dir, should_stop=should_stop)
+                    download_dir=self.download_dir, should_stop=should_stop, chromium_path=config["CHROMIUM_PATH"],
+                    page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30),
+                    settings=settings)
             except BrowserUnavailable:
                 continue  # it died since it was checked (and is destroyed): the next one, or a cold start
             except BaseException:
@@ -124,7 +130,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
                 download_dir=self.download_dir,
                 profile_root=browsers_dir(config["VAR_DIR"]),
                 page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), devtools=True,
-                should_stop=should_stop)
+                should_stop=should_stop, settings=settings)
             self.egress.wait_ready()
             self.egress.new_refusals()  # Chromium's own start-up requests are not the first step's
             return browser
@@ -149,7 +155,10 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         self.egress.new_refusals()
         try:
             browser = pool.PooledBrowser(kept, label=label, time_zone=(task.options or {}).get("timeZone")
-                                         or pool.DEFAULT_ZONE, download_dir=self.download_dir, should_stop=should_stop)
+                                         or pool.DEFAULT_ZONE, download_dir=self.download_dir, should_stop=should_stop,
+                                         chromium_path=config["CHROMIUM_PATH"],
+                                         page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30),
+                                         settings=(task.options or {}).get("browserSettings"))
         except BrowserUnavailable:  # it died since it was checked (and is destroyed now)
             self.egress.stop()
             return None
@@ -303,7 +312,8 @@ class KeptSessionEnvironment(BrowserEnvironment):
                 webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                 label=session.name or session.id, remote=session.host == "grid",
                 uploads=None if session.host == "grid" else browsers.session_dir(config, session.id) / "uploads",
-                live_endpoint=live_state.session_endpoint(session), page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop)
+                live_endpoint=live_state.session_endpoint(session), page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop,
+                chromium_path=config["CHROMIUM_PATH"], settings=session.browser_settings)
         except BrowserGone:
             sessions.release(session.id, task.id)
             if session.host == socket.gethostname():  # its browser died here: the session cannot serve again

@@ -44,8 +44,11 @@ class DirectCdp:
     - when a JavaScript dialog opens: it is dismissed, as chromedriver dismisses one ("dismiss and notify"), for while
       it is open the page answers nothing."""
 
-    def __init__(self, endpoint, timeout):
+    def __init__(self, endpoint, timeout, on_attach=()):
         self.endpoint, self.timeout = endpoint, timeout
+        # (CDP command, params) for each tab's session as it opens: the renderer takes some overrides (the chosen
+        # identity's navigator.platform) from the session that attached last, so this one sets them again.
+        self.on_attach = list(on_attach)
         self._connection = None
         self._sessions = {}  # target id -> session id
         self._lock = threading.Lock()
@@ -110,6 +113,8 @@ class DirectCdp:
             try:
                 session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
                 cdp.call("Page.enable", session=session)  # for its navigations' and dialogs' events
+                for command, params in self.on_attach:
+                    cdp.call(command, params, session=session)
             except (CdpUnavailable, KeyError) as exc:
                 if cdp.closed.is_set():
                     raise DevToolsGone(str(exc)) from None

@@ -8,8 +8,10 @@ from selenium.common.exceptions import NoSuchWindowException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.remote.file_detector import LocalFileDetector
 
+from app.sandbox import box as sandbox, settings as browser_settings
+
 from .base import BrowserUnavailable
-from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason
+from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason, quiet_runtime
 from .unix_connection import remote_connection
 
 
@@ -43,8 +45,13 @@ class KeptSessionBrowser(SeleniumBrowser):
     """SeleniumBrowser on a session it did not start: close() detaches and the browser stays up."""
 
     def __init__(self, *, webdriver_url, webdriver_session, label="", remote=False, page_load_timeout=30.0,
-                 uploads=None, live_endpoint=None, should_stop=lambda: False):
+                 uploads=None, live_endpoint=None, should_stop=lambda: False, chromium_path=SeleniumBrowser.chromium_path,
+                 settings=None):
         self.label, self.live_endpoint = label, live_endpoint
+        self.chromium_path = chromium_path
+        # The session's browserSettings: its launch had their flags; each tab a task meets gets their emulation.
+        self.chosen = browser_settings.identity(settings, None if remote else sandbox.chromium_version(chromium_path),
+                                                time_zone=None) if settings else None
         self.remote_url = webdriver_url if remote else None
         self.time_zone = None  # the session's browser keeps one zone for all its tasks
         self.should_stop = should_stop
@@ -61,12 +68,14 @@ class KeptSessionBrowser(SeleniumBrowser):
             if remote:
                 self.driver.file_detector = LocalFileDetector()
             self.driver.set_page_load_timeout(page_load_timeout)
+            self.page_load_timeout = page_load_timeout
             self.driver.set_script_timeout(30)
             self._known_handles = list(self.driver.window_handles)
             try:
                 self.driver.current_window_handle
             except NoSuchWindowException:  # the previous task closed the tab it ended on
                 self._recover_tab()
+            self._emulate(self.current_handle())  # Runtime off (its launch turned it off too), the client hints
         except WebDriverException as exc:
             raise BrowserUnavailable(f"The cloud browser session's browser is not reachable: {_reason(exc)}") from None
         except (urllib3.exceptions.HTTPError, OSError):

@@ -15,7 +15,7 @@ from selenium.common.exceptions import WebDriverException
 from app.background import Background
 from app.egress.proxy import EgressProxy, proxies_under
 from app.live import state as live_state
-from app.sandbox import box as sandbox, processes as sandbox_processes
+from app.sandbox import box as sandbox, processes as sandbox_processes, settings as browser_settings
 from app.sandbox.box import BrowserBox, HostUnavailable
 
 from . import recording
@@ -24,7 +24,7 @@ from .egress import HARDENING_ARGUMENTS
 from .kept_session import attach
 from .page_script import PageScript
 from .unix_connection import remote_connection
-from .selenium_driver import SeleniumBrowser, _reason, browsers_dir, chrome_options, missing_browser
+from .selenium_driver import SeleniumBrowser, _reason, browsers_dir, chrome_options, missing_browser, quiet_runtime
 from .world import World
 
 log = logging.getLogger(__name__)
@@ -236,8 +236,8 @@ class BrowserPool(Background):
         proc = None
         try:
             box = BrowserBox(directory, owner_pid=os.getpid(), proxy=egress.address, time_zone=DEFAULT_ZONE,
-                             devtools=True,
-                             binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"])).prepare()
+                             devtools=True, binaries=(config["CHROMIUM_PATH"], config["CHROMEDRIVER_PATH"]),
+                             drivers_dir=self.root.parent).prepare()  # the pool's folder holds its boxes only
             proc = subprocess.Popen(box.command([config["CHROMEDRIVER_PATH"], f"--port={sandbox.INNER_DRIVER_PORT}",
                                                  f"--log-path={box.run / 'chromedriver.log'}", "--log-level=OFF"]),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -276,7 +276,7 @@ def _new_session(config, box, proxy):
     and its tab's recorder added for its documents: (session id, window handle, recorder). Downloads go to the box's own folder (its policy says
     so too); a task's files are moved out at its end."""
     options = chrome_options(window_size(config), config.get("BROWSER_LOCALE", "en-US"), proxy,
-                             str(box.downloads), HARDENING_ARGUMENTS)
+                             str(box.downloads), HARDENING_ARGUMENTS, config["CHROMIUM_PATH"])
     options.binary_location = config["CHROMIUM_PATH"]
     options.add_argument(f"--user-data-dir={box.profile}")
     options.add_argument(f"--remote-debugging-port={sandbox.INNER_DEVTOOLS_PORT}")  # its socket: the live view's way in
@@ -285,6 +285,11 @@ def _new_session(config, box, proxy):
     driver = webdriver.Remote(command_executor=remote_connection(box.driver_url), options=options)
     try:
         PageScript(driver).install()  # the task's first page has page.js from its start
+        # What a task's driver does in each tab it meets (SeleniumBrowser._emulate), done now, off the claim's path.
+        quiet_runtime(driver)
+        identity = sandbox.identity_override(config["CHROMIUM_PATH"])
+        if identity:
+            driver.execute("executeCdpCommand", {"cmd": "Emulation.setUserAgentOverride", "params": identity})
         return driver.session_id, driver.current_window_handle, _add_recorder(config, driver)
     finally:
         driver.command_executor.close()
@@ -310,12 +315,20 @@ def _chromium_pid(profile):
 
 
 class PooledBrowser(SeleniumBrowser):
-    """SeleniumBrowser over a claimed pooled box: the task's time zone per tab when it is not the pool's; its tab's
+    """SeleniumBrowser over a claimed pooled box: the task's time zone per tab when it is not the pool's, and the
+    browserSettings CDP sets per tab; its tab's
     recorder, added by the pool, for the task's Recording to adopt (`ready_recorder`); at close the browser, its
     sandbox, its egress proxy and its folder end, and its downloads move to `download_dir`."""
 
-    def __init__(self, pooled, *, label="", time_zone=None, download_dir=None, should_stop=lambda: False):
+    def __init__(self, pooled, *, label="", time_zone=None, download_dir=None, should_stop=lambda: False,
+                 chromium_path=SeleniumBrowser.chromium_path, page_load_timeout=30.0, settings=None):
         self.pooled, self.label, self.remote_url = pooled, label, None
+        self.page_load_timeout = page_load_timeout
+        self.chromium_path = chromium_path
+        # The caller's browserSettings: here only those set per tab (settings.needs_fresh_browser), on a browser
+        # started with the default identity's flags; a parked browser's were its start's.
+        self.chosen = browser_settings.identity(settings, sandbox.chromium_version(chromium_path),
+                                                time_zone=time_zone) if settings else None
         self.time_zone, self.should_stop, self.download_dir = time_zone, should_stop, download_dir
         self.profile = self.box = self.service = None  # its folder is removed in close, after its downloads moved
         self.uploads = pooled.uploads
@@ -332,7 +345,8 @@ class PooledBrowser(SeleniumBrowser):
             # The pool read the tab's handle (a ready.json of an older pool has none: asked here, as before).
             self._known_handles = (list(pooled.handles) if pooled.handles else [pooled.window_handle]
                                    if pooled.window_handle else list(self.driver.window_handles))
-            self._emulate(pooled.window_handle or self._known_handles[-1])
+            self.driver.quiet = True  # its pool turned chromedriver's Runtime off in this tab (_new_session)
+            self._emulate(pooled.window_handle or self._known_handles[-1], prepared=True)
         except (WebDriverException, OSError) as exc:
             log.warning("pooled browser %s did not answer at its takeover: destroyed, not used",
                         os.path.basename(pooled.directory))

@@ -26,14 +26,14 @@ from selenium.webdriver.remote.webelement import WebElement
 from app.live import state as live_state
 from app.profiles import state as profile_state
 from app.profiles.state import READ_STORAGE, cookie_param
-from app.sandbox import box as sandbox, processes as sandbox_processes
+from app.sandbox import box as sandbox, processes as sandbox_processes, settings as browser_settings
 from app.sandbox.box import BrowserBox, HostUnavailable
 
 from .base import FRAME_PLACEHOLDER, Browser, BrowserError, BrowserUnavailable, PageReading
 from .devtools import DirectCdp
 from .page_script import PAGE_JS, PageScript
 from .unix_connection import UnixRemoteConnection
-from .world import WorldError
+from .world import WorldError, answer_value
 
 log = logging.getLogger(__name__)
 # Selenium logs each WebDriver command body at DEBUG: typed text (secret values) would land in logs.
@@ -59,16 +59,38 @@ FRAME_CALL = PAGE_JS + "\nreturn window.__remoteDispatch[arguments[0]].apply(nul
 SCRIPT_SECONDS = 30  # a script's time to answer (WebDriver's script timeout, and a direct CDP call's)
 
 
+# The WebDriver commands chromedriver carries out without its Runtime domain (no script of its own in the page):
+# the others get it on for their length (TrackedDriver.execute).
+QUIET_COMMANDS = {"executeCdpCommand", Command.GET, Command.W3C_GET_CURRENT_WINDOW_HANDLE,
+                  Command.W3C_GET_WINDOW_HANDLES, Command.SWITCH_TO_WINDOW, Command.NEW_WINDOW, Command.CLOSE,
+                  Command.QUIT, Command.SCREENSHOT, Command.SET_TIMEOUTS, Command.NEW_SESSION}
+
+
+# chromedriver returns from a navigation once it has begun: its own wait for the load reads the document through its
+# Runtime domain, which stays off (quiet_runtime), and then hangs on a document it cannot read (Chromium's PDF viewer).
+# SeleniumBrowser.open waits for the load itself, in our world; an action's navigation is waited for by _settle.
+LOAD_STRATEGY = "none"
+
+
 class TrackedDriver(WebDriver):
     """A Remote driver that knows its current window handle: the one it last switched to or was told (`handle`, None
     when not known). The worker learns which tab it drives with no round trip: the live view's target after each
     step, and the tab a direct CDP call goes to (devtools.py)."""
 
     handle = None
+    quiet = False  # chromedriver's Runtime domain is off in its tabs (quiet_runtime): on only for its own commands
 
     def execute(self, driver_command, params=None):
+        loud = self.quiet and driver_command not in QUIET_COMMANDS
         try:
-            response = super().execute(driver_command, params)
+            if loud:  # its frame tracker learns the documents' contexts again (Runtime.enable replays them)
+                super().execute("executeCdpCommand", {"cmd": "Runtime.enable", "params": {}})
+            try:
+                response = super().execute(driver_command, params)
+            finally:
+                if loud:
+                    with contextlib.suppress(WebDriverException):
+                        super().execute("executeCdpCommand", {"cmd": "Runtime.disable", "params": {}})
         except NoSuchWindowException:
             self.handle = None
             raise
@@ -98,11 +120,14 @@ def missing_browser(chromium_path, chromedriver_path):
             "(or `make browser`), or set SELENIUM_REMOTE_URL to a Selenium Grid.")
 
 
-def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download_dir=None, extra_arguments=()):
-    """The ChromeOptions of every Chromium of ours, cold or pooled (workers/browser/pool.py): flags, proxy, prefs."""
+def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download_dir=None, extra_arguments=(),
+                   chromium_path=None, identity=None):
+    """The ChromeOptions of every Chromium of ours, cold or pooled (workers/browser/pool.py): flags, proxy, prefs.
+    `chromium_path`: the local Chromium (its version goes into the User-Agent); None for a Grid's. `identity`: the
+    caller's browserSettings (app/sandbox/settings.py Identity), whose window, screen and languages it takes."""
     options = webdriver.ChromeOptions()
-    options.page_load_strategy = "normal"
-    for flag in sandbox.chromium_flags(window_size, locale):
+    options.page_load_strategy = LOAD_STRATEGY
+    for flag in sandbox.chromium_flags(window_size, locale, chromium_path, identity=identity):
         options.add_argument(flag)
     for argument in extra_arguments:
         options.add_argument(argument)
@@ -110,7 +135,9 @@ def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download
         options.add_argument(f"--proxy-server=http://{proxy}")
         # Chromium sends loopback directly unless told not to: the proxy must see those requests too.
         options.add_argument("--proxy-bypass-list=<-loopback>")
-    prefs = {"intl.accept_languages": locale, "credentials_enable_service": False,
+    languages = identity.accept_languages if identity else browser_settings.accept_languages(locale)
+    prefs = {"intl.accept_languages": languages,
+             "credentials_enable_service": False,
              "profile.password_manager_enabled": False, "download.prompt_for_download": False,
              "autofill.profile_enabled": False, "autofill.credit_card_enabled": False,
              "safebrowsing.enabled": False}
@@ -124,6 +151,19 @@ def chrome_options(window_size=(1280, 900), locale="en-US", proxy=None, download
     return options
 
 
+def quiet_runtime(driver, handle=None):
+    """Turn chromedriver's Runtime domain off in its current tab. chromedriver enables it in every tab it attaches to,
+    and while any DevTools client has it on, V8 reads each Error a page logs to the console (its `stack`, through the
+    page's own Error.prepareStackTrace): the classic sign of automation (fpscanner's hasCDP). Nothing we use needs
+    it: page.js runs in a world of ours by context id (page_script.py), navigations are followed on the Page
+    domain."""
+    try:
+        driver.execute("executeCdpCommand", {"cmd": "Runtime.disable", "params": {}})
+        driver.quiet = True
+    except Exception:
+        log.warning("chromedriver's Runtime domain could not be turned off in tab %s", handle)
+
+
 class SeleniumBrowser(Browser):
     """One Chromium session. Local: chromedriver (and the Chromium it starts) in a process group of its
     own, a fresh profile under `profile_root` with a marker file, TZ set for the whole browser. Remote
@@ -133,6 +173,10 @@ class SeleniumBrowser(Browser):
     policy lives there). `should_stop` is read inside waits so a cancel lands within one action. `devtools`:
     DevTools on, for the live view (`live_endpoint`: the box's socket, or the Grid's se:cdp)."""
 
+    identity = None  # Emulation.setUserAgentOverride's parameters for each tab (identity_override), once known
+    chosen = None  # the caller's browserSettings as app/sandbox/settings.py resolves them (an Identity), if any
+    _granted = False  # the chosen identity's browser-wide permissions were granted
+    chromium_path = "/usr/bin/chromium"  # the local Chromium: its version names the User-Agent and client hints
     group = None  # a pooled browser's process group (workers/browser/pool.py started it, not a Service of ours)
     zone_per_tab = False  # the browser's own TZ is not the task's (a Grid node, a pooled browser): set it per tab
     _framed = False  # WebDriver is switched into a frame (`_inside`): page.js is called in that frame's document
@@ -145,8 +189,13 @@ class SeleniumBrowser(Browser):
     def __init__(self, *, label="", chromium_path="/usr/bin/chromium", chromedriver_path="/usr/bin/chromedriver",
                  remote_url=None, proxy=None, window_size=(1280, 900), locale="en-US", time_zone=None,
                  download_dir=None, profile_root=None, page_load_timeout=30.0, extra_arguments=(),
-                 devtools=False, should_stop=lambda: False):
+                 devtools=False, should_stop=lambda: False, settings=None):
         self.label = label or f"rd-{uuid.uuid4().hex[:8]}"
+        # The caller's browserSettings: a Grid's version is known once its session starts (_emulate takes it then).
+        self.chosen = browser_settings.identity(
+            settings, None if remote_url else sandbox.chromium_version(chromium_path), window_size, locale,
+            time_zone) if settings else None
+        self.chromium_path = chromium_path
         self.remote_url, self.time_zone, self.should_stop = remote_url, time_zone, should_stop
         self.download_dir, self.devtools = download_dir, devtools
         self.profile = None
@@ -163,7 +212,8 @@ class SeleniumBrowser(Browser):
             problem = missing_browser(chromium_path, chromedriver_path)
             if problem:
                 raise BrowserUnavailable(problem)
-        options = chrome_options(window_size, locale, proxy, download_dir, extra_arguments)
+        options = chrome_options(window_size, locale, proxy, download_dir, extra_arguments,
+                                 None if remote_url else chromium_path, self.chosen)
         try:
             if remote_url:
                 options.set_capability("se:name", self.label)
@@ -177,6 +227,7 @@ class SeleniumBrowser(Browser):
             else:
                 self._start_local(options, chromium_path, chromedriver_path, profile_root, proxy)
             self.driver.set_page_load_timeout(page_load_timeout)
+            self.page_load_timeout = page_load_timeout
             self.driver.set_script_timeout(SCRIPT_SECONDS)
             self._known_handles = list(self.driver.window_handles)
             self._emulate(self.current_handle())
@@ -215,8 +266,26 @@ class SeleniumBrowser(Browser):
         self.driver = TrackedDriver(command_executor=UnixRemoteConnection(self.box.driver_url), options=options)
         self.driver.file_detector = UselessFileDetector()  # chromedriver here reads the (staged) path itself
 
-    def _emulate(self, handle):
-        """A Grid node's or a pooled browser's TZ is not the task's: override the time zone per tab through CDP."""
+    def _emulate(self, handle, prepared=False):
+        """Per tab, once chromedriver has attached to it: its Runtime domain off (quiet_runtime), a local Chromium's
+        User-Agent with a desktop's client hints (box.identity_override), and where the browser's TZ is not the
+        task's (a Grid node, a pooled browser), the time zone overridden through CDP. `prepared`: a pooled browser's
+        first tab, whose Runtime and client hints its pool set (pool.py _new_session). With the caller's
+        browserSettings (`chosen`), its User-Agent and client hints instead, and its per-tab emulation (device
+        metrics, touch, colour scheme, geolocation: app/sandbox/settings.py); its browser-wide grants once."""
+        if not prepared:
+            quiet_runtime(self.driver, handle)
+        if self.identity is None:
+            self.identity = self._identity() or {}
+        if self.identity and not prepared:
+            self._tab_cdp(handle, "Emulation.setUserAgentOverride", self.identity)
+        chosen = self.chosen
+        for command, params in chosen.tab_commands if chosen else ():
+            self._tab_cdp(handle, command, params)
+        if chosen and not self._granted:
+            for command, params in chosen.browser_commands:
+                self._tab_cdp(handle, command, params)
+            self._granted = True
         if not (self.zone_per_tab and self.time_zone):
             return
         try:
@@ -224,6 +293,24 @@ class SeleniumBrowser(Browser):
                                                       "params": {"timezoneId": self.time_zone}})
         except Exception:
             log.warning("browser %s: the time zone could not be set on tab %s", self.label, handle)
+
+    def _identity(self):
+        """setUserAgentOverride's parameters for this browser's tabs: the chosen identity's, else a local Chromium's
+        desktop one; a Grid's only with chosen settings, from the version its session reports."""
+        chosen = self.chosen
+        if chosen is not None and self.remote_url and chosen.user_agent_override is None:
+            version = (self.driver.capabilities or {}).get("browserVersion")
+            if version:
+                self.chosen = chosen = browser_settings.identity_of_version(chosen, version)
+        if chosen is not None:
+            return chosen.user_agent_override
+        return None if self.remote_url else sandbox.identity_override(self.chromium_path)
+
+    def _tab_cdp(self, handle, command, params):
+        try:
+            self.driver.execute("executeCdpCommand", {"cmd": command, "params": params})
+        except WebDriverException:
+            log.warning("browser %s: %s failed on tab %s", self.label, command, handle)
 
     # --- plumbing ------------------------------------------------------------------------------------
     @cached_property
@@ -239,7 +326,8 @@ class SeleniumBrowser(Browser):
         endpoint = self.live_endpoint or ""
         if not endpoint.startswith("unix:") or not os.path.exists(endpoint[len("unix:"):]):
             return None
-        return DirectCdp(endpoint, SCRIPT_SECONDS)
+        override = self.chosen.user_agent_override if self.chosen else None
+        return DirectCdp(endpoint, SCRIPT_SECONDS, [("Emulation.setUserAgentOverride", override)] if override else ())
 
     def _direct(self, cmd, params):
         """CDP's `cmd` in the current tab over the direct connection."""
@@ -371,8 +459,27 @@ class SeleniumBrowser(Browser):
             raise BrowserError(f"Timed out loading {url}.") from None
         except WebDriverException as exc:
             raise BrowserError(f"Could not open {url}: {_reason(exc)}") from None
+        self._await_load(url)
         self._follow_tabs()
         self._settled_at = time.monotonic()
+
+    def _await_load(self, url):
+        """Until the tab's top document has loaded (readyState "complete", asked in our world), at most the page load
+        timeout; then its loading is stopped and the step fails, as chromedriver's own wait would (LOAD_STRATEGY)."""
+        deadline = time.monotonic() + self.page_load_timeout
+        while time.monotonic() < deadline and not self.should_stop():
+            if not self._navigating():
+                try:
+                    if self.run_in_world("document.readyState") == "complete":
+                        return
+                except BrowserError:  # the document is being replaced: the next one is asked
+                    pass
+            time.sleep(0.05)
+        if self.should_stop():
+            return
+        with contextlib.suppress(WebDriverException, WorldError):
+            self.page.world.cdp("Page.stopLoading")
+        raise BrowserError(f"Timed out loading {url}.")
 
     def live_target(self):
         try:  # chromedriver's window handle is the tab's DevTools target id
@@ -776,6 +883,19 @@ class SeleniumBrowser(Browser):
             return self.driver.execute_script(code)
         except WebDriverException as exc:
             raise BrowserError(f"The script failed: {_reason(exc)}") from None
+
+    def run_in_world(self, expression):
+        """`expression`'s value (a promise awaited) in our isolated world of the tab's top document, through CDP alone:
+        chromedriver's Runtime domain stays off and nothing runs in the page's world. For a document chromedriver's
+        scripts cannot reach, such as Chromium's PDF viewer (its renderer never answers them)."""
+        world = self.page.world
+        try:
+            return answer_value(world.cdp("Runtime.evaluate", expression=expression, contextId=world.context_id(),
+                                          awaitPromise=True, returnByValue=True))
+        except WebDriverException as exc:
+            raise BrowserError(f"The script failed: {_reason(exc)}") from None
+        except WorldError as exc:
+            raise BrowserError(f"The script failed: {exc}") from None
 
     def close(self):
         """Quit the session, then make sure nothing of it is left: its process group, its profile."""
