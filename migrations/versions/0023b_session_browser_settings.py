@@ -1,7 +1,7 @@
 """session browser settings: the identity a kept session's browser was started with (browserSettings)
 
 Revision ID: 0023b
-Revises: 0022c
+Revises: 0023w
 Create Date: 2026-12-09 10:00:00.000000
 
 """
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 revision = '0023b'
-down_revision = '0022c'
+down_revision = '0023w'
 branch_labels = None
 depends_on = None
 
