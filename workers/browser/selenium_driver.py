@@ -464,22 +464,29 @@ class SeleniumBrowser(Browser):
         self._settled_at = time.monotonic()
 
     def _await_load(self, url):
-        """Until the tab's top document has loaded (readyState "complete", asked in our world), at most the page load
-        timeout; then its loading is stopped and the step fails, as chromedriver's own wait would (LOAD_STRATEGY)."""
+        """Until the tab's top document has loaded (readyState "complete", asked of page.js, which the page view then
+        finds looked up), at most the page load timeout; then its loading is stopped and the step fails, as
+        chromedriver's own wait would (LOAD_STRATEGY)."""
         deadline = time.monotonic() + self.page_load_timeout
         while time.monotonic() < deadline and not self.should_stop():
             if not self._navigating():
                 try:
-                    if self.run_in_world("document.readyState") == "complete":
+                    if self._ready_state() == "complete":
                         return
                 except BrowserError:  # the document is being replaced: the next one is asked
-                    pass
+                    self.page.forget()
             time.sleep(0.05)
         if self.should_stop():
             return
         with contextlib.suppress(WebDriverException, WorldError):
             self.page.world.cdp("Page.stopLoading")
         raise BrowserError(f"Timed out loading {url}.")
+
+    def _ready_state(self):
+        try:
+            return self._page(self.page.ready_state)
+        except BrowserError:  # a document page.js does not run in (Chromium's PDF viewer): asked in our world plainly
+            return self.run_in_world("document.readyState")
 
     def live_target(self):
         try:  # chromedriver's window handle is the tab's DevTools target id
