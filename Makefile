@@ -58,13 +58,13 @@ RUN_ENV   := LLM_BASE_URL=http://127.0.0.1:$(LOCAL_MODEL_PORT)/v1 LLM_MODEL=smol
 RUN_MODEL := model
 endif
 
-## The service with all its processes (web, worker, webhooks, beat). With no DATABASE_URL /
+## The service with all its processes (web, worker, webhooks, control, beat). With no DATABASE_URL /
 ## CELERY_BROKER_URL it runs embedded: SQLite and kombu's filesystem transport under var/.
 run: $(STAMP) browser-or-warn rrweb-or-warn $(RUN_NEEDS)
 	$(BIN)/remote-dispatch db upgrade
 	$(BIN)/remote-dispatch dev-key
 	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m config.run start -p $${PORT:-8000} \
-	  web worker webhooks beat $(RUN_MODEL)
+	  web worker webhooks control beat $(RUN_MODEL)
 
 ## The whole suite against real Postgres and RabbitMQ (started here if they are down), in two phases
 ## (docs/testing.md): TEST_WORKERS xdist workers, each with its own database, vhost and VAR_DIR (tests/conftest.py),

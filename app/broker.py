@@ -3,6 +3,14 @@
 The web process publishes and never consumes, so it does without Celery itself (about 4 MiB of its memory);
 the workers run these messages as Celery tasks (workers/celery.py binds Celery to the same broker and queues,
 declared the same way). One Broker per Flask app: app.extensions["broker"].
+
+ROUTES is the one table of task -> queue: Celery's task_routes (app/extensions.py) are built from it and
+`Broker.send` looks the queue up in it, so a task goes to the same queue whoever publishes it (the web, beat, a
+worker). The queues are named for their work, so a slow kind never waits in front of a short one:
+- `tasks`: agent runs and the start of kept sessions, work that needs a browser (the Procfile's `worker`);
+- `webhooks`: webhook deliveries alone, each of which may wait on a slow receiver up to its timeout;
+- `control`: beat's sweeps and the direct commands a caller waits for (a kept session's actions, the Excel
+  actions): short work, behind neither a run nor a receiver (the Procfile's `control`).
 """
 import json
 import os
@@ -15,6 +23,26 @@ from kombu.pools import ProducerPool
 
 TASKS_QUEUE = "tasks"
 WEBHOOKS_QUEUE = "webhooks"
+CONTROL_QUEUE = "control"
+QUEUES = (TASKS_QUEUE, WEBHOOKS_QUEUE, CONTROL_QUEUE)
+ROUTES = {
+    "workers.run_task": TASKS_QUEUE,
+    "workers.start_session": TASKS_QUEUE,
+    "workers.deliver_webhook": WEBHOOKS_QUEUE,
+    "workers.serve_session_actions": CONTROL_QUEUE,
+    "workers.answer_workbook_action": CONTROL_QUEUE,
+    "workers.sweep_undispatched": CONTROL_QUEUE,
+    "workers.sweep_expired_leases": CONTROL_QUEUE,
+    "workers.sweep_input_timeouts": CONTROL_QUEUE,
+    "workers.sweep_webhooks": CONTROL_QUEUE,
+    "workers.sweep_idle_sessions": CONTROL_QUEUE,
+    "workers.sweep_lost_hosts": CONTROL_QUEUE,
+    "workers.reap_browsers": CONTROL_QUEUE,
+    "workers.fire_schedules": CONTROL_QUEUE,
+    "workers.purge_idempotency_keys": CONTROL_QUEUE,
+    "workers.purge_expired_files": CONTROL_QUEUE,
+    "workers.purge_window_commands": CONTROL_QUEUE,
+}
 POOL_LIMIT = 10  # broker connections (and producers) per process: Celery's default broker_pool_limit
 # Celery's default task_publish_retry_policy: a dropped connection is reopened up to 3 times, 0.2 s apart.
 DEFAULT_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
@@ -36,9 +64,10 @@ class Broker:
         """A new connection, opened on first use (`with broker.connection() as conn: ...`)."""
         return Connection(self.url, transport_options=self.transport_options)
 
-    def send(self, task, args, queue, retry_policy=DEFAULT_RETRY):
-        """Publish task(*args) to `queue`, declaring the queue as a Celery worker would if it is missing;
-        returns the message id. Raises if the broker did not take it (publisher confirms on amqp)."""
+    def send(self, task, args, retry_policy=DEFAULT_RETRY):
+        """Publish task(*args) to its queue (ROUTES), declaring the queue as a Celery worker would if it is
+        missing; returns the message id. Raises if the broker did not take it (publisher confirms on amqp)."""
+        queue = ROUTES[task]
         target = Queue(queue, Exchange(queue), routing_key=queue)
         return self._publish(task, args, target.exchange, queue, target, retry_policy)
 

@@ -4,7 +4,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
 
-from .broker import TASKS_QUEUE, WEBHOOKS_QUEUE, transport_options
+from .broker import ROUTES, TASKS_QUEUE, transport_options
 
 
 class Base(DeclarativeBase):
@@ -47,10 +47,8 @@ def celery_init_app(app):
         # that keeps the task's browser (app/dispatch/service.py).
         worker_direct=True,
         task_default_queue=TASKS_QUEUE,
-        task_routes={
-            "workers.run_task": {"queue": TASKS_QUEUE},
-            "workers.*": {"queue": WEBHOOKS_QUEUE},
-        },
+        # The one table of task -> queue (app/broker.py), the same the web process publishes by.
+        task_routes={task: {"queue": queue} for task, queue in ROUTES.items()},
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,

@@ -433,7 +433,7 @@ class Stack:
         with db.engine.begin() as conn:
             conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
         upgrade()
-        self.purge("tasks", "webhooks", "bench_noop", "bench_floor", "bench_floor_submit")
+        self.purge("tasks", "webhooks", "control", "bench_noop", "bench_floor", "bench_floor_submit")
 
     def start(self, proc):
         self.procs.append(proc)

@@ -41,7 +41,7 @@ def lost_after(stack, pages, label, env):
     schedule = common.LOG_DIR / f"{name}-beat"
     shutil.rmtree(schedule, ignore_errors=True)
     schedule.mkdir()
-    sweeper = stack.start(common.start_celery(f"{name}-sweeps", "workers", "webhooks", env=env))
+    sweeper = stack.start(common.start_celery(f"{name}-sweeps", "workers", "control", env=env))
     beat = stack.start(common.Proc(f"{name}-beat", [sys.executable, "-m", "celery", "-A", "workers", "beat", "-s",
                                                     str(schedule / "schedule"), "--loglevel=INFO"], env=env))
     try:

@@ -312,9 +312,9 @@ def main(argv=None):
         env.update(MAX_STEPS=str(args.max_steps), TASK_TIMEOUT_SECONDS=str(args.episode_seconds),
                    CLOUD_SESSIONS_PER_KEY=str(args.concurrency + 2))
         os.environ.update(env)  # the web process starts the sessions' browsers; the worker plans
-        # One pool process per episode, and one more for the sessions' direct actions (the webhooks queue).
+        # One pool process per episode, and one more for the sessions' direct actions (the control queue).
         stack.start(common.Proc("eval-worker", [
-            sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "tasks,webhooks",
+            sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "tasks,control",
             "-c", str(args.concurrency + 1), "--prefetch-multiplier=1", "-n", f"eval-{os.getpid()}@%h",
             "--without-gossip", "--without-mingle", "--loglevel=INFO"],
             ready=lambda: "ready." in (common.LOG_DIR / "eval-worker.log").read_text()))

@@ -123,7 +123,7 @@ def measure_direct_actions(stack):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    worker = stack.start(common.start_celery("actions-worker", "workers", "webhooks"))  # serves direct actions
+    worker = stack.start(common.start_celery("actions-worker", "workers", "control"))  # serves direct actions
     stack.tasks_worker  # noqa: B018  (starts the session's browser)
     session = stack_post(stack, "/cloud-browser/create-cloud-browser-session", {})
     try:

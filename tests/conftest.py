@@ -147,9 +147,11 @@ def _no_browser_outlives_the_run(app):
 
 
 def purge_queues(app):
+    from app.broker import QUEUES
+
     with app.extensions["broker"].connection() as conn:
         channel = conn.default_channel
-        for queue in ("tasks", "webhooks"):
+        for queue in QUEUES:
             try:
                 channel.queue_purge(queue)
             except Exception:  # queue not declared yet
@@ -221,7 +223,7 @@ def wait_until(predicate, what="condition", timeout=30):
 
 @pytest.fixture(scope="module")
 def worker(app):
-    """One worker consuming both queues, for the tests of one module."""
+    """One worker consuming every work queue, for the tests of one module."""
     proc = WorkerProcess(name="module")
     yield proc
     proc.stop()

@@ -2,7 +2,7 @@
 mount, UTS and pid namespace of its own (its own address on a private bridge, its own hostname, its own /tmp,
 /dev/shm and so its own VAR_DIR, its own process tree), running the Procfile's own commands.
 
-    with Deployment({"web1": ["web"], "web2": ["web"], "worker1": ["worker"], "ops": ["webhooks", "beat"]}) as d:
+    with Deployment({"web1": ["web"], "web2": ["web"], "worker1": ["worker"], "ops": ["webhooks", "control", "beat"]}) as d:
         d.url("web2")                  # http://10.a.b.12:8000, that machine's API
         d.machine("worker1").processes()   # host pids of everything running on it
 

@@ -61,9 +61,12 @@ class ManagedProcess:
 
 class WorkerProcess(ManagedProcess):
     """A real `celery -A workers worker` process (`node`: its exact node name, as the Procfile's `tasks@%h`; else
-    one of its own)."""
+    one of its own), consuming `queues` (by default every work queue: app/broker.py's QUEUES)."""
 
-    def __init__(self, queues="tasks,webhooks", concurrency=2, env=None, name="w", node=None):
+    def __init__(self, queues=None, concurrency=2, env=None, name="w", node=None):
+        from app.broker import QUEUES
+
+        queues = queues or ",".join(QUEUES)
         super().__init__(
             [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
              "-c", str(concurrency), "--prefetch-multiplier=1", "-n", node or f"{name}-{os.getpid()}-{time.time_ns()}@%h",

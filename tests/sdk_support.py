@@ -55,7 +55,7 @@ def require_sdk():
 
 
 class LiveService:
-    """gunicorn + a celery worker (both queues) and, with beat=True, celery beat, on the test database."""
+    """gunicorn + a celery worker (every queue) and, with beat=True, celery beat, on the test database."""
 
     def __init__(self, beat=False, env=None, concurrency=2):
         require_sdk()

@@ -89,7 +89,7 @@ def test_pages_read_over_http_follow_no_redirect_out_of_the_fence(sites):
 def service(app):
     web = WebProcess()
     try:
-        worker = WorkerProcess(queues="tasks,webhooks", concurrency=2, name="fence")
+        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, name="fence")
     except BaseException:
         web.stop()
         raise

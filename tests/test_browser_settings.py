@@ -22,7 +22,7 @@ PHONE_STILL_SEEN = STILL_SEEN | {"fpscanner.hasMismatchPlatformWorker"}
 def service(app):
     web = WebProcess()
     try:
-        worker = WorkerProcess(queues="tasks,webhooks", concurrency=2, name="settings")
+        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, name="settings")
     except BaseException:
         web.stop()
         raise

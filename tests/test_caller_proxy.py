@@ -190,7 +190,7 @@ def test_on_a_selenium_grid_the_nodes_browser_goes_through_the_callers_proxy_too
 def service(app):
     web = WebProcess()
     try:
-        worker = WorkerProcess(queues="tasks,webhooks", concurrency=2, name="caller-proxy")
+        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, name="caller-proxy")
     except BaseException:
         web.stop()
         raise

@@ -33,7 +33,7 @@ EVIL = '<script>window.__xss = 1</script>"><img src=x onerror="window.__xss = 2"
 
 @pytest.fixture(scope="module")
 def live(app, webhook_ca):
-    """gunicorn + one worker (both queues, trusting the test webhook CA)."""
+    """gunicorn + one worker (every queue, trusting the test webhook CA)."""
     env = {"WEBHOOK_CA_BUNDLE": webhook_ca[1]}
     worker = WorkerProcess(name="console", env=env)
     web = WebProcess(env=env)

@@ -60,12 +60,12 @@ def embedded_stack(pages):
                             stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180  # two celery workers booting on a loaded machine
+        deadline = time.monotonic() + 180  # three celery workers booting on a loaded machine
         while time.monotonic() < deadline:
             output = Path(log.name).read_text()
             key = re.search(r"Development API key: (\S+)", output)
             try:
-                if key and requests.get(base + "/healthz", timeout=1).ok and output.count("ready.") >= 2:
+                if key and requests.get(base + "/healthz", timeout=1).ok and output.count("ready.") >= 3:
                     RUN.update(proc=proc, log=log.name)
                     yield base, key.group(1), var_dir
                     break

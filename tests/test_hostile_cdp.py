@@ -65,7 +65,7 @@ def strict(site):
     env = {"ALLOW_PRIVATE_URLS": "false", "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{site.port}"}
     web = WebProcess(env=env)
     try:
-        worker = WorkerProcess(queues="tasks,webhooks", concurrency=2, env=env, name="strict")
+        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, env=env, name="strict")
     except BaseException:
         web.stop()
         raise

@@ -31,7 +31,7 @@ def stack(app, webhook_ca):
                               "WEB_THREADS": "16", "RATE_LIMIT_PLANS": json.dumps(PLANS)})
         started.append(web)
         worker_bind = f"127.0.0.1:{free_port()}"
-        started.append(WorkerProcess(queues="tasks,webhooks", concurrency=2, name="metrics",
+        started.append(WorkerProcess(queues="tasks,webhooks,control", concurrency=2, name="metrics",
                                      env={"VAR_DIR": folders[1], "METRICS_TOKEN": TOKEN, "METRICS_BIND": worker_bind,
                                           "WEBHOOK_CA_BUNDLE": webhook_ca[1]}))
         config = Path(folders[2]) / "prometheus.yml"

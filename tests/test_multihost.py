@@ -1,7 +1,8 @@
-"""The Procfile deployed as Procfiles are deployed: two web machines, a worker machine and one for webhooks and beat,
-each a network + mount + UTS + pid namespace of this machine (tests/multihost.py) with its own VAR_DIR and /tmp,
-joined on a private bridge, sharing only Postgres, RabbitMQ and Redis. The caller talks to the web machines only,
-and, for everything that touches a browser, to web2: the web machine that did not create the session.
+"""The Procfile deployed as Procfiles are deployed: two web machines, a worker machine and one for webhooks,
+control and beat, each a network + mount + UTS + pid namespace of this machine (tests/multihost.py) with its own
+VAR_DIR and /tmp, joined on a private bridge, sharing only Postgres, RabbitMQ and Redis. The caller talks to the
+web machines only, and, for everything that touches a browser, to web2: the web machine that did not create the
+session.
 
 One deployment serves the whole module. The site the browsers visit is served from this (host) side on the
 bridge's address, which every machine reaches as its gateway. The test that switches the worker machine off
@@ -30,7 +31,7 @@ from tests.sdk_support import require_sdk, run_sdk
 from tests.test_live import BUTTON, FIELD, FORM, Viewer
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
-LAYOUT = {"web1": ["web"], "web2": ["web"], "worker1": ["worker"], "ops": ["webhooks", "beat"]}
+LAYOUT = {"web1": ["web"], "web2": ["web"], "worker1": ["worker"], "ops": ["webhooks", "control", "beat"]}
 SETTINGS = {
     "SWEEP_INTERVAL_SECONDS": "1",  # SESSION_HOST_LOST_SECONDS is the default's: its figure is measured here
     "EXTENSION_ACTION_MAX_SECONDS": "20",  # a direct action that cannot be carried out fails in seconds, not minutes

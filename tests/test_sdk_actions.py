@@ -396,7 +396,7 @@ def test_one_cell_of_a_big_workbook_costs_one_row(app, client, free_window, work
 def test_the_excel_work_runs_in_a_worker_and_the_web_only_waits(client, free_window, worker, service, rows_parsed,
                                                                monkeypatch):
     """A worker logs each workbook command it answered; the web process parsed no row and rewrote nothing.
-    (This module's workers all consume the webhooks queue: either may answer.)"""
+    (This module's workers all consume the control queue: either may answer.)"""
     from openpyxl.workbook.workbook import Workbook as OpenpyxlWorkbook
 
     key, window_id = free_window

@@ -422,7 +422,7 @@ def test_a_session_outlives_a_clean_restart_of_its_worker_slower_than_the_lost_t
     created = create(service, api_key)
     session_id = created["session_id"]
     browser_pid = session_row(session_id).pid
-    sweeper = WorkerProcess(queues="webhooks", name="sweeps")
+    sweeper = WorkerProcess(queues="control", name="sweeps")
     try:
         service.worker.stop()
         service.processes.remove(service.worker)

@@ -12,7 +12,6 @@ from sqlalchemy.exc import IntegrityError
 
 from .. import agents, lifecycle, totp
 from ..metrics import events as metrics
-from ..broker import TASKS_QUEUE
 from ..crypto import seal, unseal
 from ..egress import upstream
 from ..errors import ApiError, invalid
@@ -195,7 +194,7 @@ def dispatch(task_id, premarked=False, node=None):
     try:
         # `node`: the worker keeping the task's browser (a pause's); any worker when it is not running.
         if node is None or broker.send_to_node("workers.run_task", [task_id], node, retry) is None:
-            broker.send("workers.run_task", [task_id], TASKS_QUEUE, retry_policy=retry)
+            broker.send("workers.run_task", [task_id], retry_policy=retry)
     except Exception as exc:  # broker down: the row is the outbox
         log.warning("publish of task %s failed, beat will retry: %s", task_id, exc)
         if premarked:

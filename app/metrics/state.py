@@ -10,7 +10,7 @@ from kombu import Connection
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 
-from ..broker import DIRECT_QUEUE_FORMAT, TASKS_QUEUE, WEBHOOKS_QUEUE
+from ..broker import DIRECT_QUEUE_FORMAT, QUEUES
 from ..models import CloudSession, Task, WebhookDelivery, now_plus
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class ClusterState:
                                       labels=["queue"])
         if self.broker.url.startswith("filesystem://"):
             return [depth, consumers]
-        queues = [TASKS_QUEUE, WEBHOOKS_QUEUE] + sorted(DIRECT_QUEUE_FORMAT.format(hostname=n) for n in nodes)
+        queues = list(QUEUES) + sorted(DIRECT_QUEUE_FORMAT.format(hostname=n) for n in nodes)
         with Connection(self.broker.url, transport_options=self.broker.transport_options,
                         connect_timeout=BROKER_TIMEOUT_SECONDS) as conn:
             conn.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT_SECONDS)

@@ -11,7 +11,7 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from sqlalchemy import and_, exists, func, or_, select, update
 
 from .. import lifecycle
-from ..broker import TASKS_QUEUE, WEBHOOKS_QUEUE
+from ..broker import ROUTES
 from ..crypto import seal, unseal
 from ..egress import upstream
 from ..errors import ApiError
@@ -38,6 +38,7 @@ def create(api_key_id, name=None, timeout=None, profile=None, proxy=None, settin
 
 START_WAIT_SECONDS = browsers.START_TIMEOUT + 60  # a worker's launch (its own limits are within this)
 FAILED_START = "failed"
+START_TASK = "workers.start_session"  # taken from its queue (ROUTES) by a worker that keeps browsers
 
 
 def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None, settings=None):
@@ -53,7 +54,7 @@ def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None, set
         raise ApiError(429, "Too Many Sessions",
                        f"This API key already has {open_count} open cloud browser sessions "
                        f"(CLOUD_SESSIONS_PER_KEY); stop one first.")
-    if current_app.extensions["broker"].consumers(TASKS_QUEUE) == 0:  # nobody would start it: say so now
+    if current_app.extensions["broker"].consumers(ROUTES[START_TASK]) == 0:  # nobody would start it: say so now
         raise ApiError(503, "Browser Unavailable", "The cloud browser could not be started: no worker is running "
                        "(the Procfile's `worker`, which starts and holds kept browsers); start one and retry.",
                        {"Retry-After": "5"})
@@ -71,10 +72,10 @@ def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None, set
     db.session.commit()  # the row exists before the browser: a start nobody finished leaves a trace to sweep
     db.session.expunge(row)  # read again by its window: a worker may rename it (start_here)
     try:
-        current_app.extensions["broker"].send("workers.start_session", [session_id, {
+        current_app.extensions["broker"].send(START_TASK, [session_id, {
             "profile": profile["name"] if profile else None,
             "proxy": seal(json.dumps(upstream.settings(proxy))) if proxy else None,
-            "browserSettings": settings or None}], TASKS_QUEUE)
+            "browserSettings": settings or None}])
     except Exception as exc:
         log.warning("publish of the start of session %s failed: %s", session_id, exc)
         _mark_ended(session_id, FAILED_START, "the task queue is unavailable")
@@ -269,12 +270,12 @@ def node_of(session):
 
 
 def publish_action(task, args, node=None):
-    """Publish a direct action's work to the workers (webhooks queue: short work, never behind a task's run), or
+    """Publish a direct action's work to the workers (its queue in ROUTES: `control`, short work behind no run), or
     to the worker `node`'s own queue (returns None when no worker consumes it now); a 503 when the broker does not
     take it."""
     broker = current_app.extensions["broker"]
     try:
-        return broker.send_to_node(task, args, node) if node else broker.send(task, args, WEBHOOKS_QUEUE)
+        return broker.send_to_node(task, args, node) if node else broker.send(task, args)
     except Exception as exc:  # broker down: the caller learns it, and the command is withdrawn
         log.warning("publish of %s%s failed: %s", task, args, exc)
         raise ApiError(503, "Service Unavailable", "The task queue is unavailable, so the action was not run; "

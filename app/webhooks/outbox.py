@@ -6,7 +6,6 @@ import secrets
 from flask import current_app
 from sqlalchemy import update
 
-from ..broker import WEBHOOKS_QUEUE
 from ..crypto import seal_text, unseal, unseal_text
 from ..dispatch.queries import isoformat
 from ..extensions import db
@@ -68,8 +67,7 @@ def publish(delivery_id):
     _mark_dispatched(delivery_id, now())
     try:
         current_app.extensions["broker"].send(
-            "workers.deliver_webhook", [delivery_id], WEBHOOKS_QUEUE,
-            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2})
+            "workers.deliver_webhook", [delivery_id], retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2})
     except Exception as exc:
         log.warning("publish of webhook %s failed, beat will retry: %s", delivery_id, exc)
         _mark_dispatched(delivery_id, None)

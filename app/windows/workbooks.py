@@ -1,7 +1,7 @@
 """The SDK's Excel actions (read_excel_sheet, write_excel_sheet) on the key's uploaded .xlsx files, with openpyxl.
 
 The web process only checks a call (`check`: its range, cells, values, sheet title, and the upload's unpacked
-size from its zip directory) and hands the work to a worker (`answer`, on the webhooks queue): a call covers at
+size from its zip directory) and hands the work to a worker (`answer`, on the control queue): a call covers at
 most EXCEL_MAX_CELLS cells, a workbook unpacks to at most EXCEL_MAX_UNPACKED_BYTES, and reads stream the sheet
 (read-only mode) only as far as the range's last row.
 """
