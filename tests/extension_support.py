@@ -25,9 +25,10 @@ def extension_id():
 
 
 class ExtensionBrowser:
-    """A Chromium of our own (its profile under a temporary directory we made) with the extension loaded."""
+    """A Chromium of our own (its profile under a temporary directory we made) with the extension loaded (with
+    `extension=False`, the same Chromium without it: what the extension adds to a page is the difference)."""
 
-    def __init__(self, downloads=None):
+    def __init__(self, downloads=None, extension=True):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
@@ -36,8 +37,9 @@ class ExtensionBrowser:
         self.downloads = browser_owned(downloads or tempfile.mkdtemp(prefix="rd-ext-downloads-"))
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
-        for arg in ("--headless=new", f"--load-extension={EXTENSION_DIR}",
-                    f"--disable-extensions-except={EXTENSION_DIR}", "--disable-gpu",
+        loaded = (f"--load-extension={EXTENSION_DIR}", f"--disable-extensions-except={EXTENSION_DIR}") if extension \
+            else ("--disable-extensions",)
+        for arg in ("--headless=new", *loaded, "--disable-gpu",
                     "--no-first-run", "--disable-background-networking", "--disable-component-update",
                     "--disable-sync", f"--user-data-dir={self.profile}", "--window-size=1200,900"):
             options.add_argument(arg)

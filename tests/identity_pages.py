@@ -22,7 +22,9 @@ try {
   const fp = await new FingerprintScanner().collectFingerprint({ encrypt: false });
   found.fpscanner = { fastBotDetection: fp.fastBotDetection, details: fp.fastBotDetectionDetails, signals: fp.signals };
 } catch (e) { found.fpscannerError = String(e); }
-await fetch('/found?page=detect', { method: 'POST', body: JSON.stringify(found) });
+// ?as=NAME files the findings under NAME: one test compares several loads of the page.
+const as = new URLSearchParams(location.search).get('as') || 'detect';
+await fetch('/found?page=' + encodeURIComponent(as), { method: 'POST', body: JSON.stringify(found) });
 document.querySelector('h1').textContent = 'Detectors done';
 </script></body></html>"""
 
@@ -173,9 +175,11 @@ class IdentityServer:
 STILL_SEEN = {"fpscanner.hasSwiftshaderRenderer"}
 
 
-def detect_steps(site):
-    """A cloud_browser task's steps (the built-in planner) that open the detectors and wait until they have run."""
-    return f'/Operator\ngo to {site.url("/detect")}\nwait for "Detectors done"\nextract h1'
+def detect_steps(site, name="detect"):
+    """A cloud_browser task's steps (the built-in planner) that open the detectors and wait until they have run; the
+    findings are filed under `name` (`site.wait(name)`)."""
+    path = "/detect" if name == "detect" else f"/detect?as={name}"
+    return f'/Operator\ngo to {site.url(path)}\nwait for "Detectors done"\nextract h1'
 
 
 def detections(found):

@@ -133,9 +133,10 @@ def _launch_on_grid(config, session_id, proxy, chosen=None):
     url = config["SELENIUM_REMOTE_URL"].rstrip("/")
     caps = _new_session(url, {"browserName": "chrome", "goog:chromeOptions": chrome_options(config, proxy,
                                                                                           chosen=chosen)})
-    if chosen is not None and caps["capabilities"].get("browserVersion"):
-        chosen = browser_settings.identity_of_version(chosen, caps["capabilities"]["browserVersion"])
-    _first_tab(url, caps["sessionId"], chosen, session_id)
+    version = caps["capabilities"].get("browserVersion")
+    if chosen is not None and version:
+        chosen = browser_settings.identity_of_version(chosen, version)
+    _first_tab(url, caps["sessionId"], chosen, session_id, sandbox.identity_override_of(version) if version else None)
     return Launched(url, caps["sessionId"], caps["capabilities"].get("se:cdp"), host="grid")
 
 

@@ -296,15 +296,16 @@ class SeleniumBrowser(Browser):
 
     def _identity(self):
         """setUserAgentOverride's parameters for this browser's tabs: the chosen identity's, else a local Chromium's
-        desktop one; a Grid's only with chosen settings, from the version its session reports."""
+        desktop one; a Grid's from the version its session reports (its node's Chromium is not known before)."""
         chosen = self.chosen
-        if chosen is not None and self.remote_url and chosen.user_agent_override is None:
-            version = (self.driver.capabilities or {}).get("browserVersion")
-            if version:
-                self.chosen = chosen = browser_settings.identity_of_version(chosen, version)
+        version = (self.driver.capabilities or {}).get("browserVersion") if self.remote_url else None
+        if chosen is not None and version and chosen.user_agent_override is None:
+            self.chosen = chosen = browser_settings.identity_of_version(chosen, version)
         if chosen is not None:
             return chosen.user_agent_override
-        return None if self.remote_url else sandbox.identity_override(self.chromium_path)
+        if self.remote_url:
+            return sandbox.identity_override_of(version) if version else None
+        return sandbox.identity_override(self.chromium_path)
 
     def _tab_cdp(self, handle, command, params):
         try:
