@@ -101,6 +101,19 @@ class WebProcess(ManagedProcess):
 
 
 @contextlib.contextmanager
+def web_and_worker(name, env=None):
+    """A gunicorn and a worker of every work queue (concurrency 2), both with `env`: yields (web, worker); both stop
+    whatever happens, the worker first."""
+    started = [WebProcess(env=env)]
+    try:
+        started.append(WorkerProcess(concurrency=2, env=env, name=name))
+        yield tuple(started)
+    finally:
+        for process in reversed(started):
+            process.stop()
+
+
+@contextlib.contextmanager
 def two_machines(worker_env=None, node=None, name="split", web_env=None):
     """A web process and a tasks worker, each with a VAR_DIR of its own, as on two machines (nothing one writes on
     disk is seen by the other): yields (web, worker, web VAR_DIR, worker VAR_DIR). Both stop and both folders go,

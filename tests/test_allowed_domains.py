@@ -9,7 +9,7 @@ import requests
 from app.egress.policy import EgressRefused, OutsideFence, Policy, host_pattern
 from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import submit, wait_until
-from tests.processes import WebProcess, WorkerProcess
+from tests.processes import web_and_worker
 from workers.agent import pages as page_reader
 
 BAD_PATTERNS = ["https://example.com", "example.com/path", "*", "*.", "exa*mple.com", "*.127.0.0.1", "example.com:0",
@@ -87,15 +87,8 @@ def test_pages_read_over_http_follow_no_redirect_out_of_the_fence(sites):
 
 @pytest.fixture(scope="module")
 def service(app):
-    web = WebProcess()
-    try:
-        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, name="fence")
-    except BaseException:
-        web.stop()
-        raise
-    yield web
-    worker.stop()
-    web.stop()
+    with web_and_worker("fence") as (web, _):
+        yield web
 
 
 def _api(service, key, method, path, **kwargs):

@@ -38,7 +38,7 @@ GRID_SEEN = STILL_SEEN | {"botd.detectDistinctiveProperties:selenium"}
 def service(web):
     """The extension tests' gunicorn (its port stays the extension's service URL) and one worker for every task,
     direct action and session of this module."""
-    worker = WorkerProcess(queues="tasks,webhooks", concurrency=2, name="identity-modes")
+    worker = WorkerProcess(concurrency=2, name="identity-modes")
     yield types.SimpleNamespace(base=web.base, api_base=web.base + "/fast/v2", worker=worker)
     worker.stop()
 

@@ -7,7 +7,7 @@ import requests
 
 from tests.conftest import submit, wait_until
 from tests.identity_pages import STILL_SEEN, detections
-from tests.processes import WebProcess, WorkerProcess
+from tests.processes import web_and_worker
 from tests.test_browser_identity import site  # noqa: F401 (the loopback site with the detectors)
 
 pytestmark = pytest.mark.slow
@@ -20,15 +20,8 @@ PHONE_STILL_SEEN = STILL_SEEN | {"fpscanner.hasMismatchPlatformWorker"}
 
 @pytest.fixture(scope="module")
 def service(app):
-    web = WebProcess()
-    try:
-        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, name="settings")
-    except BaseException:
-        web.stop()
-        raise
-    yield web
-    worker.stop()
-    web.stop()
+    with web_and_worker("settings") as (web, _):
+        yield web
 
 
 def _api(service, key, method, path, **kwargs):

@@ -21,7 +21,7 @@ from app.sessions import browsers
 from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import submit, wait_for_status, wait_until
 from tests.grid import selenium_grid  # noqa: F401 (fixture)
-from tests.processes import WebProcess, WorkerProcess
+from tests.processes import WorkerProcess, web_and_worker
 from tests.upstream_proxies import BasicAuthProxy, Socks5Proxy, fetch_through
 
 PAGE = "<html><head><title>through the proxy</title></head><body>hello via proxy</body></html>"
@@ -188,15 +188,8 @@ def test_on_a_selenium_grid_the_nodes_browser_goes_through_the_callers_proxy_too
 
 @pytest.fixture(scope="module")
 def service(app):
-    web = WebProcess()
-    try:
-        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, name="caller-proxy")
-    except BaseException:
-        web.stop()
-        raise
-    yield web, worker
-    worker.stop()
-    web.stop()
+    with web_and_worker("caller-proxy") as started:
+        yield started
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import websocket
 from app.sessions import browsers
 from tests.browser_pages import Canary, RecordingServer
 from tests.conftest import make_key, wait_until
-from tests.processes import WebProcess, WorkerProcess
+from tests.processes import web_and_worker
 from tests.sdk_support import run_sdk
 
 pytestmark = pytest.mark.slow
@@ -63,15 +63,8 @@ def strict(site):
     """The web process (which relays kept browsers' CDP) and the tasks worker (which starts them, and whose stream
     endpoint reaches their DevTools), with private addresses refused but for `site`."""
     env = {"ALLOW_PRIVATE_URLS": "false", "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{site.port}"}
-    web = WebProcess(env=env)
-    try:
-        worker = WorkerProcess(queues="tasks,webhooks,control", concurrency=2, env=env, name="strict")
-    except BaseException:
-        web.stop()
-        raise
-    yield web
-    worker.stop()
-    web.stop()
+    with web_and_worker("strict", env) as (web, _):
+        yield web
 
 
 @pytest.fixture

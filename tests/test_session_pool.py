@@ -39,7 +39,7 @@ def pages():
 
 def pooled_worker(size="1"):
     """The worker that starts the sessions' browsers, and fills the session pool of its machine."""
-    return WorkerProcess(queues="tasks,webhooks", concurrency=2, env={"SESSION_POOL_SIZE": size}, name="session-pool")
+    return WorkerProcess(concurrency=2, env={"SESSION_POOL_SIZE": size}, name="session-pool")
 
 
 @pytest.fixture(scope="module")
