@@ -97,10 +97,11 @@ $(SDK_STAMP): requirements-sdk.txt
 
 ## Headless Chromium and its driver from Debian (the /docs browser test; the browser workers), and what
 ## sandboxes them (docs/isolation-and-networking.md): bubblewrap, socat, setpriv, and as root the rd-browser user.
-BROWSER_PACKAGES := chromium chromium-driver bubblewrap socat util-linux
+## Mesa's EGL and software driver: WebGL renders with llvmpipe, not SwiftShader (docs/browser-identity.md).
+BROWSER_PACKAGES := chromium chromium-driver bubblewrap socat util-linux libegl1 libegl-mesa0 libgl1-mesa-dri
 browser:
 	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/bwrap -a -x /usr/bin/socat \
-	  -a -x /usr/bin/setpriv \
+	  -a -x /usr/bin/setpriv -a -f /usr/share/glvnd/egl_vendor.d/50_mesa.json \
 	  || { echo "Installing Chromium, chromedriver and the browser sandbox's tools from Debian (apt-get; about a minute) ..."; \
 	       apt-get install -y -q $(BROWSER_PACKAGES) \
 	       || { apt-get update -q && apt-get install -y -q $(BROWSER_PACKAGES); }; }

@@ -170,9 +170,9 @@ class IdentityServer:
         return Handler
 
 
-# What the detectors still find in our browsers, and why (docs/browser-identity.md, "What a site can still see"): with
-# no GPU, Chromium renders WebGL with SwiftShader, which the renderer string names (fpscanner: of low severity).
-STILL_SEEN = {"fpscanner.hasSwiftshaderRenderer"}
+# What the detectors still find in our browsers (docs/browser-identity.md, "What a site can still see"): nothing.
+# WebGL renders with Mesa's llvmpipe (app/sandbox/box.py webgl_flags), not SwiftShader, which fpscanner looks for.
+STILL_SEEN = set()
 
 
 def detect_steps(site, name="detect"):

@@ -13,7 +13,7 @@ from tests.test_browser_identity import site  # noqa: F401 (the loopback site wi
 pytestmark = pytest.mark.slow
 
 PARIS = {"latitude": 48.8584, "longitude": 2.2945, "accuracy": 15}
-# What fpscanner still sees of a phone, beside SwiftShader: a dedicated worker's navigator.platform is the machine's
+# What fpscanner still sees of a phone: a dedicated worker's navigator.platform is the machine's
 # (Linux x86_64), which no CDP override of a tab reaches (docs/browser-identity.md).
 PHONE_STILL_SEEN = STILL_SEEN | {"fpscanner.hasMismatchPlatformWorker"}
 

@@ -27,7 +27,7 @@ BWRAP, SOCAT, SETPRIV = "/usr/bin/bwrap", "/usr/bin/socat", "/usr/bin/setpriv"
 # run/ as the sandbox sees it besides its own path: its forwarders listen there, so a socket's address never
 # outgrows sun_path (108 bytes) however deep VAR_DIR lies; the service connects by the long path (unix_http.connect).
 INNER_RUN = "/run/rd"
-FLAGS = ["--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+FLAGS = ["--headless=new", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--no-default-browser-check",
          "--disable-features=Translate,MediaRouter", "--password-store=basic", "--use-mock-keychain"]
 # The first page and every new tab: about:blank. Chromium's new-tab page (chrome://new-tab-page-third-party, whose
@@ -50,12 +50,36 @@ SCREEN = (1920, 1080)
 TASKBAR = 40
 # navigator.webdriver false, as in a browser no one drives (Blink's AutomationControlled feature sets it true).
 IDENTITY_FLAGS = ["--disable-blink-features=AutomationControlled"]
+# WebGL through Mesa's llvmpipe (software, on the CPU) by ANGLE's OpenGL ES backend on EGL, as a Linux desktop with
+# no usable GPU driver shows it, instead of SwiftShader, whose name in the renderer string detectors look for
+# (docs/browser-identity.md). Chromium's GPU blocklist lists llvmpipe, hence --ignore-gpu-blocklist. It needs
+# Mesa's EGL and its software driver (Debian's libegl-mesa0, libgl1-mesa-dri: `make browser`), under /usr, which
+# the sandbox binds read-only whole; no /dev/dri. Without them: SwiftShader, as before. The compositor stays in
+# software, as with --disable-gpu: composited by llvmpipe, a browser took three times as long to start.
+LLVMPIPE_FLAGS = ["--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-gpu-compositing"]
+SWIFTSHADER_FLAGS = ["--disable-gpu"]
+MESA_EGL_VENDOR = "/usr/share/glvnd/egl_vendor.d/50_mesa.json"
+MESA_SOFTWARE_DRIVER = "dri/swrast_dri.so"  # llvmpipe, in the machine's multiarch library folder
+
+
+@functools.lru_cache(maxsize=1)
+def webgl_flags():
+    """The flags choosing WebGL's renderer of a browser on this machine: llvmpipe when Mesa's EGL and its software
+    driver are installed, else SwiftShader (said once in the log)."""
+    libraries = [folder for folder in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64")
+                 if os.path.exists(os.path.join(folder, MESA_SOFTWARE_DRIVER))]
+    if os.path.exists(MESA_EGL_VENDOR) and libraries:
+        return LLVMPIPE_FLAGS
+    log.warning("Mesa's EGL or llvmpipe is not installed (%s, %s): WebGL renders with SwiftShader, which pages can "
+                "see; `make browser` installs them", MESA_EGL_VENDOR, MESA_SOFTWARE_DRIVER)
+    return SWIFTSHADER_FLAGS
 
 
 def chromium_flags(window_size=(1280, 900), locale="en-US", chromium_path=None, screen=SCREEN, identity=None):
     """The command-line flags every local or Grid browser of ours gets: Chromium's own sandbox always stays on.
     With `chromium_path` (a browser on this machine), the User-Agent of every page, frame and worker is a desktop
-    Chromium's of its version (headless Chromium's says HeadlessChrome); a Grid's is set per tab instead.
+    Chromium's of its version (headless Chromium's says HeadlessChrome), and WebGL renders with this machine's
+    llvmpipe when it has one (webgl_flags); a Grid's User-Agent is set per tab instead, its WebGL is SwiftShader.
     `identity` (app/sandbox/settings.py, the caller's browserSettings) replaces the window, screen, locale and
     User-Agent with its own."""
     major = chromium_major(chromium_path) if chromium_path else None
@@ -68,7 +92,7 @@ def chromium_flags(window_size=(1280, 900), locale="en-US", chromium_path=None, 
             screen_info += f" workAreaBottom={identity.taskbar}"
         if identity.device.pixel_ratio != 1:
             screen_info += f" devicePixelRatio={identity.device.pixel_ratio:g}"
-    flags = FLAGS + IDENTITY_FLAGS + [
+    flags = FLAGS + (webgl_flags() if chromium_path else SWIFTSHADER_FLAGS) + IDENTITY_FLAGS + [
         f"--window-size={int(window_size[0])},{int(window_size[1])}", f"--lang={locale}",
         f"--screen-info={{{screen_info}}}"]
     if user_agent:
