@@ -105,6 +105,11 @@ class DirectCdp:
             self._sessions, self._navigating = {}, set()
         return self._connection
 
+    def attach(self, target):
+        """Attach to the tab now, before it navigates: a session that attaches while a document loads takes its
+        overrides back from that document for a moment (`on_attach`), which the page's scripts could read."""
+        self._session(target)
+
     def _session(self, target):
         with self._lock:
             if target in self._sessions:

@@ -286,6 +286,8 @@ class SeleniumBrowser(Browser):
             for command, params in chosen.browser_commands:
                 self._tab_cdp(handle, command, params)
             self._granted = True
+        if chosen and self.direct_cdp is not None:
+            self.direct_cdp.attach(handle)  # its own override set before the tab's next document, never during it
         if not (self.zone_per_tab and self.time_zone):
             return
         try:
