@@ -12,6 +12,7 @@ from wsproto.connection import Connection, ConnectionType
 from wsproto.events import TextMessage
 
 from app.sessions.cdp_proxy import WS_GUID, Proxy
+from app.sessions.cdp_side_panel import ORIGIN
 
 TOKEN = "relay-test-token"
 TARGETS = {"page": {"targetId": "page", "type": "page", "url": "https://example.test/"},
@@ -30,6 +31,10 @@ class ScriptedBrowser:
     def __init__(self, loop):
         self.received = []
         self.loop = loop
+        self.resets = 0  # reloads of the side panel the relay shows (the session's tasks cancelled)
+
+    async def reset(self):
+        self.resets += 1
 
     async def handle(self, reader, writer):
         head = (await reader.readuntil(b"\r\n\r\n")).decode()
@@ -74,7 +79,7 @@ def relay(tmp_path):
     async def start():
         upstream = await asyncio.start_server(browser.handle, "127.0.0.1", 0)
         proxy = Proxy(f"127.0.0.1:{upstream.sockets[0].getsockname()[1]}", hashlib.sha256(TOKEN.encode()).hexdigest(),
-                      "/devtools/", str(tmp_path / "downloads"))
+                      "/devtools/", str(tmp_path / "downloads"), side_panel=("window-1", browser.reset))
         front = await asyncio.start_server(proxy.handle, "127.0.0.1", 0)
         return upstream, front
 
@@ -173,3 +178,53 @@ def test_cdp_reaches_pages_only_and_no_trace_nor_stream_it_was_not_given(relay):
     assert forwarded[1][1]["filter"][-3:] == [{"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {}]
     assert forwarded[2][1]["filter"][:4] == hidden and forwarded[2][1]["filter"][-1] == {"type": "page"}
     assert [method for method, _ in forwarded[3:]] == ["Page.printToPDF", "IO.read"]
+
+
+def test_the_side_panel_is_shown_to_playwright_only_and_never_reaches_the_browser(relay):
+    """The SDK's reset_agent_state() reloads Narada's side panel: the relay shows a page at its URL to a caller that
+    auto-attaches as Playwright does, answers its session itself, and a reload resets the session; nothing sent to
+    that page reaches the browser, and it does nothing else (no script runs there, it opens nothing)."""
+    url, browser, _ = relay
+    panel_url = f"{ORIGIN}/sidepanel.html?browserWindowId=window-1"
+
+    def exchange(ws, message):
+        """The messages up to the command's reply, the events before it included."""
+        ws.send(json.dumps(message))
+        received = []
+        while not received or received[-1].get("id") != message["id"]:
+            received.append(json.loads(ws.recv()))
+        return received
+
+    raw = websocket.create_connection(url, header=[f"Authorization: Bearer {TOKEN}"], timeout=30)
+    try:  # a caller that does not auto-attach is not shown it
+        assert len(exchange(raw, {"id": 1, "method": "Target.getTargetInfo"})) == 1
+    finally:
+        raw.close()
+    ws = websocket.create_connection(url, header=[f"Authorization: Bearer {TOKEN}"], timeout=30)
+    try:
+        exchange(ws, {"id": 1, "method": "Target.setAutoAttach",
+                      "params": {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}})
+        attached, info = exchange(ws, {"id": 2, "method": "Target.getTargetInfo"})
+        assert attached["method"] == "Target.attachedToTarget" and info["id"] == 2
+        assert attached["params"]["targetInfo"]["url"] == panel_url
+        panel = attached["params"]["sessionId"]
+        (tree,) = exchange(ws, {"id": 3, "method": "Page.getFrameTree", "sessionId": panel})
+        assert tree["result"]["frameTree"]["frame"]["url"] == panel_url
+        refused = [exchange(ws, {"id": number, "method": method, "params": params, "sessionId": panel})[0]
+                   for number, (method, params) in enumerate([
+                       ("Runtime.evaluate", {"expression": "1"}), ("Page.navigate", {"url": "https://a.test/"}),
+                       ("Page.captureScreenshot", {}), ("Target.createTarget", {"url": "about:blank"})], 4)]
+        assert all("only Page.reload is served" in reply["error"]["message"] for reply in refused), refused
+        assert browser.resets == 0
+        reload = exchange(ws, {"id": 8, "method": "Page.reload", "sessionId": panel})
+        assert browser.resets == 1 and reload[0] == {"id": 8, "sessionId": panel, "result": {}}
+        events = []
+        while "Page.frameStoppedLoading" not in events:
+            events.append(json.loads(ws.recv())["method"])
+        assert "Page.frameNavigated" in events and "Page.loadEventFired" in events
+        assert len(exchange(ws, {"id": 9, "method": "Target.getTargetInfo"})) == 1  # announced once
+    finally:
+        ws.close()
+    assert not [command for command in browser.received if command.get("sessionId") == panel]
+    assert [command["method"] for command in browser.received] == [
+        "Target.getTargetInfo", "Target.setAutoAttach", "Target.getTargetInfo", "Target.getTargetInfo"]

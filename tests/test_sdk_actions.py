@@ -272,8 +272,55 @@ await env.start()''', pages, workbook, in_session=True))
     assert value["hitl"] == [True, {"n": 3}, "prices.xlsx", "inMemoryFile", "PK"]
     assert value["asked"] == ["Send it? (answer 'Send' or 'No')", "How many? (n)",
                               "Which workbook? (answer with the key of a file you uploaded with POST /fast/v2/files)"]
-    # The SDK resets the agent through the Narada side panel, which a cloud session's browser does not have.
-    assert "side panel" in value["reset"][1]
+    # The SDK resets the agent by reloading the Narada side panel, which the relay shows it: nothing ran to cancel.
+    assert value["reset"] is None
+
+
+def test_reset_agent_state_cancels_the_task_running_in_the_session(service, pages):
+    """reset_agent_state() ends what runs in the kept session as cancelled (a task another client started in its
+    window), and the session stays open and usable by the SDK."""
+    key = make_key("sdk-reset", plan="pro")
+    result = run_sdk(service, key, f'''
+        import aiohttp
+        from narada import Agent, BrowserConfig, CloudBrowserEnvironment
+        base, headers = os.environ["NARADA_API_BASE_URL"], {{"x-api-key": os.environ["NARADA_API_KEY"]}}
+        env = CloudBrowserEnvironment(config=BrowserConfig(interactive=False), session_name="reset")
+        await env.start()
+        agent = Agent(environment=env)
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with http.post(f"{{base}}/remote-dispatch", headers=headers, json={{
+                        "prompt": "wait 0.1\\nwait 120", "executionMode": "cloud_browser",
+                        "cloudBrowserSessionId": env.cloud_browser_session_id,
+                        "browserWindowId": env.browser_window_id}}) as submitted:
+                    task = (await submitted.json())["requestId"]
+                while True:  # its first step is done: it runs the long wait in the session's browser
+                    async with http.get(f"{{base}}/remote-dispatch/responses/{{task}}", headers=headers) as polled:
+                        if (await polled.json())["progress"]["actionTrace"]:
+                            break
+                    await asyncio.sleep(0.2)
+            await agent.reset_agent_state()
+            async with aiohttp.ClientSession() as http:
+                while True:
+                    async with http.get(f"{{base}}/remote-dispatch/responses/{{task}}", headers=headers) as polled:
+                        body = await polled.json()
+                    if body["status"] != "pending":
+                        break
+                    await asyncio.sleep(0.2)
+            await agent.go_to_url(url={pages.url("/mouse")!r})  # the session's browser is free again
+            title = await agent.execute_javascript_on_page(code="document.title")
+            emit(task=task, status=body["status"], title=title, session=env.cloud_browser_session_id)
+        finally:
+            await env.close()
+    ''')
+    if not result.values:
+        print(service.logs())
+    value = result.value
+    assert value["status"] == "error" and value["title"] == "Mouse"
+    task = requests.get(f"{service.api_base}/remote-dispatch/responses/{value['task']}", headers={"x-api-key": key},
+                        timeout=30).json()
+    assert task["status"] == "error" and task["response"]["text"] == "cancelled", task
+    assert [entry["action"] for entry in task["response"]["actionTrace"]][-1] == "error: cancelled"
 
 
 def test_every_action_in_a_window_with_the_extension(service, browser, window, module_key, pages):

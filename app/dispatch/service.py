@@ -315,6 +315,23 @@ def cancel(api_key_id, task_id):
     return result(task), ended
 
 
+def cancel_window(api_key_id, window_id):
+    """Cancel every task of the key in the browser window `window_id` that has not ended (the SDK's
+    reset_agent_state() in a kept session: app/sessions/cdp_side_panel.py); the ids of those ended now or flagged."""
+    task_ids = db.session.execute(select(Task.id).where(
+        Task.api_key_id == api_key_id, Task.browser_window_id == window_id,
+        Task.status.notin_(lifecycle.TERMINAL))).scalars().all()
+    db.session.rollback()
+    cancelled = []
+    for task_id in task_ids:
+        try:
+            cancel(api_key_id, task_id)
+            cancelled.append(task_id)
+        except ApiError:  # it finished on its own in the meantime
+            db.session.rollback()
+    return cancelled
+
+
 def _already_finished(task):
     return ApiError(409, "Request Already Finished",
                     f"Request '{task.id}' already finished with status '{task.status}'.")

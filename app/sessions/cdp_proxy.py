@@ -25,6 +25,7 @@ from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessag
 
 from ..sandbox import unix_http
 from .cdp_policy import TARGET_COMMANDS, Policy, Refused, dumps, error_reply, loads, target_refusal
+from .cdp_side_panel import SidePanel
 from .cdp_targets import Targets
 
 HEAD_LIMIT = 16 * 1024
@@ -56,9 +57,12 @@ class Proxy:
     """The checks and the relay of one session's CDP. `target`: its DevTools, "unix:<socket>" on this machine or
     host:port (a Grid's; with `stream_token`, the stream endpoint of the machine holding it, which that token opens,
     workers/browser/host_endpoint.py). `public`: (base, browser path) of the URLs callers are given (the web tier's
-    route, app/sessions/cdp_web.py): every browser-level path reaches the browser's own, whatever its id."""
+    route, app/sessions/cdp_web.py): every browser-level path reaches the browser's own, whatever its id.
+    `side_panel`: (the session's window id, a coroutine function cancelling its tasks), for the Narada side panel
+    each connection shows Playwright (app/sessions/cdp_side_panel.py); None shows none."""
 
-    def __init__(self, target, token_sha256, prefix, downloads=None, row=None, stream_token=None, public=None):
+    def __init__(self, target, token_sha256, prefix, downloads=None, row=None, stream_token=None, public=None,
+                 side_panel=None):
         self.socket = target[len("unix:"):] if target.startswith("unix:") else None
         if self.socket:
             self.host, self.port = "localhost", None
@@ -67,7 +71,7 @@ class Proxy:
             self.port = int(port)
         self.token_sha256, self.prefix = token_sha256, prefix
         self.stream_header = f"Authorization: Bearer {stream_token}\r\n" if stream_token else ""
-        self.public = public
+        self.public, self.side_panel = public, side_panel
         self.policy = Policy(downloads)
         self.targets = Targets(self._open_browser_endpoint)
         # The session's row (None: no database, as in unit tests): whether the credential still holds, and where
@@ -269,6 +273,7 @@ class Relay:
         self.browser = Connection(ConnectionType.CLIENT)  # frames (and masks) what we send the browser
         self.at_boundary = True  # the browser→caller stream is between messages: a reply of ours may go in
         self.pending = []  # our replies waiting for such a boundary
+        self.panel = SidePanel(*proxy.side_panel) if proxy.side_panel else None
 
     async def run(self):
         tasks = [asyncio.ensure_future(self._from_caller()), asyncio.ensure_future(self._from_browser())]
@@ -331,10 +336,23 @@ class Relay:
             await self._check_target(forwarded)
         except Refused as exc:
             return self._reply(error_reply(message, str(exc)))
+        if self.panel is not None and self._for_panel(forwarded):
+            for answer in await self.panel.answer(forwarded):
+                self._reply(answer)
+            return
         try:
             self.up_writer.write(self.browser.send(TextMessage(data=dumps(forwarded))))
         except ValueError as exc:
             self._reply(error_reply(message, str(exc)))
+
+    def _for_panel(self, message):
+        """Whether `message` is the side panel's to answer (its session never reaches the browser); the panel is
+        announced before the command that makes Playwright take the pages it was told of."""
+        if message.get("sessionId") == self.panel.session_id and self.panel.announced:
+            return True
+        if self.panel.announce_before(message):
+            self._reply(self.panel.attached_event())
+        return False
 
     async def _check_target(self, message):
         """A command naming a target goes only to a page's (the browser is asked what the target is); the session's

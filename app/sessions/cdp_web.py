@@ -68,6 +68,7 @@ def _proxy(session_id, authorization):
         if token is None or scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
                                                                                    token.encode()):
             raise ApiError(401, "Unauthorized", REVOKED)
+        owner, window_id = row.api_key_id, row.browser_window_id
         if row.host == "grid":  # a Grid's se:cdp URL: its path is the one endpoint allowed
             parts = urlsplit(row.debugger_address)
             target, prefix, stream, downloads = f"{parts.hostname}:{parts.port or 80}", parts.path, None, None
@@ -85,7 +86,25 @@ def _proxy(session_id, authorization):
     public = public_url(config, session_id)
     base = public[:public.index(f"{CDP_PATH}/{session_id}") + len(f"{CDP_PATH}/{session_id}")]
     return Proxy(target, hashlib.sha256(token.encode()).hexdigest(), prefix, downloads,
-                 SessionRow(None, session_id, engine=db.engine), stream, (base, _browser_path(session_id)))
+                 SessionRow(None, session_id, engine=db.engine), stream, (base, _browser_path(session_id)),
+                 (window_id, _reset(current_app._get_current_object(), owner, window_id)))
+
+
+def _reset(app, api_key_id, window_id):
+    """The side panel's reload (app/sessions/cdp_side_panel.py): the session's tasks cancelled, for the key the
+    session belongs to alone, off the relay's event loop."""
+    def cancel():
+        from ..dispatch.service import cancel_window  # it imports this package's service
+
+        with app.app_context():
+            try:
+                return cancel_window(api_key_id, window_id)
+            finally:
+                db.session.remove()
+
+    async def reset():
+        return await asyncio.to_thread(cancel)
+    return reset
 
 
 def _browser_path(session_id):
