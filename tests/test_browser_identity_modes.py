@@ -30,8 +30,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 PLAYWRIGHT_SEEN = {"fpscanner.hasCDP"}
 PLAYWRIGHT_BINDING_SEEN = PLAYWRIGHT_SEEN | {"fpscanner.hasPlaywright"}
 # What a Grid's browser still shows (docs/browser-identity.md, "A Grid's browser"): the node's own chromedriver, not our
-# quiet copy, keeps its cdc_ globals on every page.
-GRID_SEEN = STILL_SEEN | {"botd.detectDistinctiveProperties:selenium"}
+# quiet copy, keeps its cdc_ globals on every page; and it keeps --disable-gpu (the node's Mesa is not known), so
+# WebGL is SwiftShader's.
+GRID_SEEN = STILL_SEEN | {"botd.detectDistinctiveProperties:selenium", "fpscanner.hasSwiftshaderRenderer"}
 
 
 @pytest.fixture(scope="module")
