@@ -226,6 +226,8 @@ class CloudSession(db.Model):
     browser_settings: Mapped[dict | None] = mapped_column(JSON)
     # CDP access (the SDK's CloudBrowserEnvironment): the credential its proxy accepts (encrypted), and the URL.
     cdp_token_sealed: Mapped[str | None] = mapped_column(Text)
+    # Made by the SDK's CloudBrowserEnvironment (require_extension): its relay shows a stand-in Narada side panel.
+    side_panel: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     cdp_url: Mapped[str | None] = mapped_column(Text)
     cdp_proxy_pid: Mapped[int | None] = mapped_column(Integer)
     busy_task_id: Mapped[str | None] = mapped_column(String(36))  # the task driving it now

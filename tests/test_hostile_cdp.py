@@ -299,10 +299,13 @@ def test_playwright_over_cdp_stays_useful_and_is_told_what_is_refused(app, stric
             default_page = await browser.contexts[0].new_page()
             await default_page.goto({site.url("/hello")!r})
             emit(heading=heading, shot=shot, cookies=cookies, name=download.suggested_filename, refusals=refusals,
-                 default_title=await default_page.title(), content=await page.content())
+                 default_title=await default_page.title(), content=await page.content(),
+                 pages=[p.url for c in browser.contexts for p in c.pages])
     ''')
     value = result.value
     assert value["heading"] == "Hello" and value["default_title"] == "Hello"
+    # A session not made by the SDK's CloudBrowserEnvironment (no require_extension) shows no stand-in side panel.
+    assert not [url for url in value["pages"] if "sidepanel" in url], value["pages"]
     assert base64.b64decode(value["shot"]) == b"\x89PNG\r\n\x1a\n"
     assert ["flavour", "plain"] in value["cookies"]
     assert value["name"] == "report.csv"

@@ -68,7 +68,7 @@ def _proxy(session_id, authorization):
         if token is None or scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
                                                                                    token.encode()):
             raise ApiError(401, "Unauthorized", REVOKED)
-        owner, window_id = row.api_key_id, row.browser_window_id
+        owner, window_id, side_panel = row.api_key_id, row.browser_window_id, row.side_panel
         if row.host == "grid":  # a Grid's se:cdp URL: its path is the one endpoint allowed
             parts = urlsplit(row.debugger_address)
             target, prefix, stream, downloads = f"{parts.hostname}:{parts.port or 80}", parts.path, None, None
@@ -87,7 +87,7 @@ def _proxy(session_id, authorization):
     base = public[:public.index(f"{CDP_PATH}/{session_id}") + len(f"{CDP_PATH}/{session_id}")]
     return Proxy(target, hashlib.sha256(token.encode()).hexdigest(), prefix, downloads,
                  SessionRow(None, session_id, engine=db.engine), stream, (base, _browser_path(session_id)),
-                 (window_id, _reset(current_app._get_current_object(), owner, window_id)))
+                 (window_id, _reset(current_app._get_current_object(), owner, window_id)) if side_panel else None)
 
 
 def _reset(app, api_key_id, window_id):

@@ -72,7 +72,8 @@ class CreateCdpSession(MethodView):
         """
         _require_cdp_plan()
         row, token = service.create_with_cdp(g.api_key.id, data.get("session_name"), data.get("session_timeout"),
-                                             data.get("profile"), data.get("proxy"), data.get("browser_settings"))
+                                             data.get("profile"), data.get("proxy"), data.get("browser_settings"),
+                                             side_panel=bool(data.get("require_extension")))
         return {"cdp_websocket_url": row.cdp_url, "session_id": row.id, "browser_window_id": row.browser_window_id,
                 "login_url": public_url("cloud-browser.SessionLogin", token=service.login_token(row)),
                 "cdp_auth_headers": {"Authorization": f"Bearer {token}"}}

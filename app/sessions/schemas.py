@@ -10,7 +10,9 @@ STOP_STATUSES = ("complete", "terminated", "failed", "timed_out")
 
 class CreateSessionSchema(LenientSchema):
     require_extension = StrictBoolean(load_default=False, allow_none=True, metadata={
-        "description": "Ignored: sessions are driven by the service, with no extension."})
+        "description": "Sessions are driven by the service, with no extension. With CDP access, `true` (as the narada "
+                       "SDK's CloudBrowserEnvironment sends) shows its Playwright a stand-in for the Narada side "
+                       "panel, whose reload (the SDK's reset_agent_state) cancels the session's tasks."})
     session_name = fields.String(allow_none=True, validate=validate.Length(max=200))
     session_timeout = fields.Integer(strict=True, allow_none=True, metadata={
         "description": "Idle limit in seconds (default CLOUD_SESSION_TIMEOUT_SECONDS)."})

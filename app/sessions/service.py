@@ -41,7 +41,7 @@ FAILED_START = "failed"
 START_TASK = "workers.start_session"  # taken from its queue (ROUTES) by a worker that keeps browsers
 
 
-def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None, settings=None):
+def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None, settings=None, side_panel=False):
     """Make the session's row and have a worker start its browser (start_here, on a machine that runs `worker`:
     the web holds no browser); the active row once it is up. `token`: its CDP credential, sealed in the row from
     the start (the web tier's relay checks it: app/sessions/cdp_web.py). The profile's name and the proxy (sealed) go to
@@ -65,7 +65,7 @@ def _create(api_key_id, name, timeout, token=None, profile=None, proxy=None, set
     window_id = window.id
     row = CloudSession(id=session_id, api_key_id=api_key_id, browser_window_id=window_id, name=name,
                        timeout_seconds=timeout, status="starting", cdp_token_sealed=seal(token) if token else None,
-                       browser_settings=settings or None)
+                       browser_settings=settings or None, side_panel=side_panel)
     db.session.add(row)
     if profile and profile["persist"]:
         profiles.claim(api_key_id, profile["name"], session_id)  # 409 naming the writer, with nothing made
@@ -578,11 +578,14 @@ def downloaded_file(token):
 
 # CDP access (CloudBrowserEnvironment): a credential for one session, checked by the session's proxy.
 
-def create_with_cdp(api_key_id, name, timeout, profile=None, proxy=None, settings=None):
+def create_with_cdp(api_key_id, name, timeout, profile=None, proxy=None, settings=None, side_panel=False):
     """A session plus DevTools access through the web tier's authenticating relay (app/sessions/cdp_web.py):
-    (row, token). The credential is sealed in the row from the start; any web process relays it."""
+    (row, token). The credential is sealed in the row from the start; any web process relays it. `side_panel`: the
+    caller is the SDK's CloudBrowserEnvironment (it asks for the extension), whose reset_agent_state reloads a Narada
+    side panel: the relay shows its Playwright a stand-in for it (app/sessions/cdp_side_panel.py), and no one else."""
     token = secrets.token_urlsafe(32)
-    row = _create(api_key_id, name, timeout, token=token, profile=profile, proxy=proxy, settings=settings)
+    row = _create(api_key_id, name, timeout, token=token, profile=profile, proxy=proxy, settings=settings,
+                  side_panel=side_panel)
     updated = db.session.execute(
         update(CloudSession).where(CloudSession.id == row.id, CloudSession.status == ACTIVE)
         .values(cdp_url=cdp_web.public_url(current_app.config, row.id)).returning(CloudSession.id)).first()
