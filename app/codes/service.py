@@ -8,6 +8,8 @@ from sqlalchemy.exc import IntegrityError
 
 from ..credentials.placeholders import arrivals, normalise
 from ..crypto import seal, unseal
+from ..dispatch.publish import dispatch
+from ..dispatch.queries import isoformat
 from ..errors import ApiError, invalid
 from ..extensions import db
 from ..models import CodeAddress, CodeMessage, Task, now_plus
@@ -110,8 +112,6 @@ def gave_up(kind, identifier, seconds):
 
 def waiting_for(kind, identifier, since, until):
     """(the text, hitlInputMetadata) of a task paused until a code or link for `identifier` arrives."""
-    from ..dispatch.queries import isoformat
-
     text = (f"Waiting for {WHAT[kind]} sent to {identifier} (until {isoformat(until)}, CODE_WAIT_SECONDS): "
             f"send it with POST /fast/v2/codes {{\"to\": \"{identifier}\", ...}} or by mail to that address. The "
             "task goes on when it arrives; it holds no worker meanwhile.")
@@ -129,8 +129,6 @@ def resume_waiting(api_key_id, identifier, kinds, task_id=None):
     """Resume this key's tasks paused for a code or link (of `kinds`) to `identifier` (or task `task_id` alone):
     pending again, published to the worker that keeps its browser (as an answered question is), whichever machine
     received the message. Returns how many were resumed."""
-    from ..dispatch.service import dispatch
-
     kind, to = Task.hitl["kind"].as_string(), Task.hitl["to"].as_string()
     waiting = [Task.api_key_id == api_key_id, Task.status == "input-required", Task.lease_owner.is_(None),
                Task.hitl["type"].as_string() == "arrival", to == normalise(identifier), kind.in_(kinds)]

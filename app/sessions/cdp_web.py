@@ -11,12 +11,13 @@ import asyncio
 import hashlib
 import hmac
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, request
 
 from .. import browser_hosts
 from ..crypto import unseal
+from ..dispatch.service import cancel_window
 from ..errors import ApiError
 from ..extensions import db
 from ..raw_connections import Handled, raw_socket
@@ -24,24 +25,12 @@ from ..models import CloudSession
 from ..sandbox import unix_http
 from .cdp_proxy import HEAD_LIMIT, Proxy
 from .cdp_session import SessionRow
+from .cdp_url import CDP_PATH, browser_path, public_url
 
-CDP_PATH = "/cdp"
 pages = Blueprint("cdp", __name__, url_prefix=CDP_PATH)
 REVOKED = ("No active cloud browser session with CDP access answers to this URL and credential: a stopped session's "
            "credential is revoked (start a session with CDP access, or fetch its headers again with "
            "generate-cdp-auth-headers).")
-
-
-def public_url(config, session_id):
-    """The CDP URL of a session, as a caller reaches the web tier: ws(s)://<CDP_PUBLIC_HOST or PUBLIC_URL's host>
-    <PUBLIC_URL's path>/cdp/<id>/devtools/browser/<id> (the browser's own id stays behind the relay)."""
-    base = urlsplit(config["PUBLIC_URL"])
-    netloc = base.netloc
-    if config["CDP_PUBLIC_HOST"]:
-        netloc = config["CDP_PUBLIC_HOST"] + (f":{base.port}" if base.port and ":" not in
-                                              config["CDP_PUBLIC_HOST"].rpartition("]")[2] else "")
-    scheme = "wss" if base.scheme == "https" else "ws"
-    return urlunsplit((scheme, netloc, f"{base.path}{CDP_PATH}/{session_id}{_browser_path(session_id)}", "", ""))
 
 
 @pages.route("/<session_id>", defaults={"rest": ""}, websocket=True)
@@ -86,7 +75,7 @@ def _proxy(session_id, authorization):
     public = public_url(config, session_id)
     base = public[:public.index(f"{CDP_PATH}/{session_id}") + len(f"{CDP_PATH}/{session_id}")]
     return Proxy(target, hashlib.sha256(token.encode()).hexdigest(), prefix, downloads,
-                 SessionRow(None, session_id, engine=db.engine), stream, (base, _browser_path(session_id)),
+                 SessionRow(None, session_id, engine=db.engine), stream, (base, browser_path(session_id)),
                  (window_id, _reset(current_app._get_current_object(), owner, window_id)) if side_panel else None)
 
 
@@ -94,8 +83,6 @@ def _reset(app, api_key_id, window_id):
     """The side panel's reload (app/sessions/cdp_side_panel.py): the session's tasks cancelled, for the key the
     session belongs to alone, off the relay's event loop."""
     def cancel():
-        from ..dispatch.service import cancel_window  # it imports this package's service
-
         with app.app_context():
             try:
                 return cancel_window(api_key_id, window_id)
@@ -106,9 +93,6 @@ def _reset(app, api_key_id, window_id):
         return await asyncio.to_thread(cancel)
     return reset
 
-
-def _browser_path(session_id):
-    return f"/devtools/browser/{session_id}"
 
 
 def _downloads_of(debugger_address):

@@ -20,7 +20,7 @@ from ..extensions import db
 from ..files import service as files
 from ..profiles import service as profiles, state as profile_state
 from ..models import BrowserWindow, CloudSession, SessionHost, StoredFile, Task, new_id, now, now_plus
-from . import browsers, cdp_web, pool as session_pool
+from . import browsers, cdp_url, pool as session_pool
 
 log = logging.getLogger(__name__)
 ACTIVE = "active"
@@ -588,7 +588,7 @@ def create_with_cdp(api_key_id, name, timeout, profile=None, proxy=None, setting
                   side_panel=side_panel)
     updated = db.session.execute(
         update(CloudSession).where(CloudSession.id == row.id, CloudSession.status == ACTIVE)
-        .values(cdp_url=cdp_web.public_url(current_app.config, row.id)).returning(CloudSession.id)).first()
+        .values(cdp_url=cdp_url.public_url(current_app.config, row.id)).returning(CloudSession.id)).first()
     db.session.commit()
     if updated is None:  # stopped meanwhile
         raise ApiError(409, "Session Ended", f"Cloud browser session '{row.id}' was stopped while starting.")

@@ -70,6 +70,9 @@ QUIET_COMMANDS = {"executeCdpCommand", Command.GET, Command.W3C_GET_CURRENT_WIND
 # Runtime domain, which stays off (quiet_runtime), and then hangs on a document it cannot read (Chromium's PDF viewer).
 # SeleniumBrowser.open waits for the load itself, in our world; an action's navigation is waited for by _settle.
 LOAD_STRATEGY = "none"
+# On Chromium's error page (a navigation that failed), its network error code ("ERR_NAME_NOT_RESOLVED"); else null.
+ERROR_CODE = ("location.protocol === 'chrome-error:' ? "
+              "((document.querySelector('.error-code') || {}).textContent || '').trim() : null")
 
 
 class TrackedDriver(WebDriver):
@@ -463,6 +466,7 @@ class SeleniumBrowser(Browser):
         except WebDriverException as exc:
             raise BrowserError(f"Could not open {url}: {_reason(exc)}") from None
         self._await_load(url)
+        self._refuse_error_page(url)
         self._follow_tabs()
         self._settled_at = time.monotonic()
 
@@ -484,6 +488,16 @@ class SeleniumBrowser(Browser):
         with contextlib.suppress(WebDriverException, WorldError):
             self.page.world.cdp("Page.stopLoading")
         raise BrowserError(f"Timed out loading {url}.")
+
+    def _refuse_error_page(self, url):
+        """A navigation that failed (a refused tunnel, an unknown host) ends on Chromium's error page: the step fails
+        naming the network error, as chromedriver's own navigation says it (LOAD_STRATEGY)."""
+        try:
+            code = self.run_in_world(ERROR_CODE)
+        except BrowserError:  # the document went away meanwhile: no error page to tell
+            return
+        if code is not None:
+            raise BrowserError(f"Could not open {url}: net::{code or 'ERR_FAILED'}")
 
     def _ready_state(self):
         try:
