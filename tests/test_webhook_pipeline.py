@@ -88,5 +88,5 @@ def test_deliveries_go_to_the_webhooks_queue_and_tasks_to_the_tasks_queue(app):
 
     router = celery_init_app(app).amqp.router  # the workers' Celery: beat's sweeps route by task name
     assert router.route({}, "workers.deliver_webhook")["queue"].name == "webhooks"
-    assert router.route({}, "workers.sweep_webhooks")["queue"].name == "webhooks"
+    assert router.route({}, "workers.sweep_webhooks")["queue"].name == "control"  # beat's sweeps: app/broker.py ROUTES
     assert router.route({}, "workers.run_task")["queue"].name == "tasks"

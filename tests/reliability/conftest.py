@@ -20,7 +20,7 @@ class Stack:
         self.env = {**FAST_SWEEPS, **env}
         self.web = WebProcess(self.env)
         self.workers = [WorkerProcess("tasks", 2, self.env, name=f"tasks{i}") for i in range(tasks_workers)]
-        self.webhooks = WorkerProcess("webhooks", 2, self.env, name="webhooks")
+        self.webhooks = WorkerProcess("webhooks,control", 2, self.env, name="webhooks")  # deliveries, sweeps
         self.beat = BeatProcess(self.env)
 
     @property
