@@ -1,4 +1,5 @@
 """Fixtures: a migrated Postgres test database, the RabbitMQ test vhost, API keys, workers."""
+import json
 import os
 import subprocess
 import tempfile
@@ -54,6 +55,19 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{name}: {value}")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With TEST_TIMELINE set (a file path), each test's start and end (setup to teardown) and the xdist worker that
+    ran it are appended there as one JSON line: `python -m tests.timeline FILE` shows where a run's wall time went."""
+    path = os.environ.get("TEST_TIMELINE")
+    start = time.time()
+    yield
+    if path:
+        line = json.dumps({"worker": XDIST_WORKER or "main", "test": item.nodeid, "start": start, "end": time.time()})
+        with open(path, "a") as timeline:
+            timeline.write(line + "\n")
+
+
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite in two phases (TEST_PHASE): `parallel`, under xdist, every test but those marked
     `alone` (or `disruptive`); then `alone`, those only, in one process with nothing else of the run beside them."""
@@ -94,6 +108,19 @@ def migrated_app():
 @pytest.fixture(autouse=True)
 def _clean_state(app):
     """Every test starts with empty tables and empty queues."""
+    from app.extensions import db
+
+    clean_state(app)
+    ctx = app.app_context()
+    ctx.push()
+    yield
+    db.session.remove()
+    ctx.pop()
+
+
+def clean_state(app):
+    """Empty every table and queue. A module-scoped fixture that starts a worker calls it first too: otherwise the
+    new worker can claim a task a previous module's test left queued before this test's own cleaning runs."""
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError
 
@@ -118,11 +145,6 @@ def _clean_state(app):
                     raise
                 time.sleep(0.5)
         purge_queues(app)
-    ctx = app.app_context()
-    ctx.push()
-    yield
-    db.session.remove()
-    ctx.pop()
 
 
 def end_cloud_sessions():

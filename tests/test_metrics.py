@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import make_key, wait_until
+from tests.conftest import clean_state, make_key, wait_until
 from tests.processes import ManagedProcess, WebProcess, WorkerProcess, free_port
 
 TOKEN = secrets.token_hex(16)
@@ -24,6 +24,7 @@ def stack(app, webhook_ca):
     """A web machine and a worker machine (each its own VAR_DIR), both serving metrics, and a Prometheus scraping
     them every two seconds (a scrape may take a second on a loaded machine: it reads the database and
     the broker)."""
+    clean_state(app)  # no task an earlier module left queued is claimed (and counted) by this worker
     folders = [tempfile.mkdtemp(prefix=f"rd-metrics-{name}-") for name in ("web", "worker", "prom")]
     started = []
     try:
