@@ -9,6 +9,8 @@ from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import func, select
 
+from config import settings
+
 from .crypto import hash_key, new_api_key, new_webhook_secret, seal, unseal
 from .extensions import db
 from .models import ApiKey, now_plus
@@ -121,7 +123,7 @@ def openapi_document():
 
 
 @click.command("dev-key")
-@click.option("--port", default=lambda: os.environ.get("PORT", "8000"), show_default="8000")
+@click.option("--port", default=lambda: settings.values()["PORT"], show_default="PORT, 8000")
 def dev_key(port):
     """Make sure a development key exists (kept in var/dev-api-key) and print how to use it."""
     path = os.path.join(current_app.config["VAR_DIR"], "dev-api-key")
@@ -154,8 +156,8 @@ def flower(flower_args):
     """
     import sys
 
-    auth = os.environ.get("FLOWER_BASIC_AUTH", "").strip()
-    unauthenticated = os.environ.get("FLOWER_UNAUTHENTICATED", "").strip().lower() in {"1", "true", "yes", "on"}
+    read = settings.values()
+    auth, unauthenticated = read["FLOWER_BASIC_AUTH"], read["FLOWER_UNAUTHENTICATED"]
     if not auth and not unauthenticated:
         raise click.ClickException(
             "Flower shows every task's arguments and can stop workers: set FLOWER_BASIC_AUTH=user:password "
@@ -163,8 +165,7 @@ def flower(flower_args):
     if auth and not all(":" in pair and pair.split(":", 1)[1] for pair in auth.split(",")):
         raise click.ClickException("FLOWER_BASIC_AUTH must be user:password (comma-separated for several).")
     argv = [sys.executable, "-m", "celery", "-A", "workers", "flower",
-            f"--address={os.environ.get('FLOWER_ADDRESS', '127.0.0.1')}",
-            f"--port={os.environ.get('FLOWER_PORT', '5555')}"]
+            f"--address={read['FLOWER_ADDRESS']}", f"--port={read['FLOWER_PORT']}"]
     if auth:
         argv.append(f"--basic-auth={auth}")
     os.execv(sys.executable, argv + list(flower_args))
@@ -182,8 +183,8 @@ def mcp_stdio(print_config):
 
     from .mcp_server import stdio
 
-    url = os.environ.get("REMOTE_DISPATCH_URL", "").strip() or "http://127.0.0.1:8000"
-    key = os.environ.get("REMOTE_DISPATCH_API_KEY", "").strip()
+    read = settings.values()
+    url, key = read["REMOTE_DISPATCH_URL"], read["REMOTE_DISPATCH_API_KEY"]
     if not key:
         raise click.ClickException("Set REMOTE_DISPATCH_API_KEY to your API key (and REMOTE_DISPATCH_URL to the "
                                    "service's address, default http://127.0.0.1:8000).")

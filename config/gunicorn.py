@@ -6,24 +6,24 @@ WAIT_MAX_CONCURRENT waiting requests per process (default WEB_THREADS - 8) and a
 beyond that, so some threads always remain for polls and submits.
 `bench/concurrent_waits.py` measures how many waits one process sustains (docs/results.md).
 """
-import os
 import re
 import sys
-from pathlib import Path
 
 from gunicorn.glogging import Logger
 
+from config import settings
+
+_settings = settings.values()
 # Loopback by default: HOST=0.0.0.0 (or an address) to serve other machines.
-bind = f"{os.environ.get('HOST') or '127.0.0.1'}:{os.environ.get('PORT', '8000')}"
+bind = f"{_settings['HOST']}:{_settings['PORT']}"
 worker_class = "gthread"
 
 # Rate limits count in RATELIMIT_STORAGE_URI. memory:// counts per process, so with it the limit
 # a key gets is the configured one only with a single web process: that is the default then, and
 # asking for more processes is refused. Shared storage (redis://...) allows any number.
-_storage = os.environ.get("RATELIMIT_STORAGE_URI") or "memory://"
-_limits_on = (os.environ.get("RATELIMIT_ENABLED") or "true").strip().lower() in {"1", "true", "yes", "on"}
-_per_process = _limits_on and _storage.startswith("memory://")
-workers = int(os.environ.get("WEB_CONCURRENCY") or ("1" if _per_process else "2"))
+_storage = _settings["RATELIMIT_STORAGE_URI"]
+_per_process = settings.memory_rate_limits(_settings)
+workers = _settings["WEB_CONCURRENCY"]
 if _per_process and workers > 1:
     sys.exit(f"WEB_CONCURRENCY={workers} with RATELIMIT_STORAGE_URI={_storage}: each web process would "
              f"count rate limits on its own and let {workers}x the plan's limit through. Set "
@@ -33,14 +33,13 @@ if _per_process:
           "one web process; set RATELIMIT_STORAGE_URI=redis://... to run more", file=sys.stderr)
 
 # This instance's own control socket (gunicornc), beside its data rather than one path in $HOME.
-_var_dir = Path(os.environ.get("VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
-_var_dir.mkdir(parents=True, exist_ok=True)
+_var_dir = settings.var_dir()
 control_socket = str(_var_dir / "gunicorn.ctl")
 
 # Metrics (docs/monitoring.md): with METRICS_TOKEN set, every worker writes its counters to files in a folder of this
 # master's (multiprocess mode), set here before any worker imports prometheus_client, and the worker answering a
 # scrape adds them all up.
-if os.environ.get("METRICS_TOKEN"):
+if _settings["METRICS_TOKEN"]:
     from app.metrics.processes import prepare as _prepare_metrics
 
     _prepare_metrics(_var_dir, "web")
@@ -52,15 +51,14 @@ def child_exit(server, worker):
 
     process_ended(worker.pid)
 
-# Keep this default equal to the one config/settings.py derives WAIT_MAX_CONCURRENT from.
-threads = int(os.environ.get("WEB_THREADS", "128"))
+threads = _settings["WEB_THREADS"]  # WAIT_MAX_CONCURRENT is derived from it
 # Open client connections per worker, idle keep-alive ones included (those hold no thread);
 # gthread keeps at most worker_connections - threads alive, so it must stay above threads.
-worker_connections = int(os.environ.get("WEB_CONNECTIONS", str(max(1000, threads + 256))))
+worker_connections = _settings["WEB_CONNECTIONS"]
 # The gthread arbiter heartbeat does not depend on requests finishing, so long waits are safe.
-timeout = int(os.environ.get("WEB_TIMEOUT", "180"))
+timeout = _settings["WEB_TIMEOUT"]
 # On a reload or deploy, requests already waiting get the time to see their task end.
-graceful_timeout = int(float(os.environ.get("WAIT_TIMEOUT_SECONDS", "120"))) + 10
+graceful_timeout = int(_settings["WAIT_TIMEOUT_SECONDS"]) + 10
 keepalive = 5
 accesslog = "-"
 # gunicorn's default format, led by the worker's pid (which process answered).
@@ -87,7 +85,7 @@ class RedactingLogger(Logger):
 logger_class = RedactingLogger
 
 # The longest request line (method, URL, version) gunicorn reads; longer ones get 414.
-limit_request_line = int(os.environ.get("WEB_MAX_REQUEST_LINE", "8190"))
+limit_request_line = _settings["WEB_MAX_REQUEST_LINE"]
 
 
 def _json_error(sock, status_int, reason, mesg):

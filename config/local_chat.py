@@ -9,16 +9,17 @@ schema (so a small model's calls always parse). `python -m config.local_chat <ll
 registers it and runs llama-cpp-python's server.
 """
 import json
-import os
 import time
 import uuid
 
 from llama_cpp import llama_chat_format, llama_grammar
 
+from config import settings
+
 NAME = "rd-chatml-tools"
 # The sampling temperature for every request (llama-cpp-python's server sends its own default, 0.8, when a
 # request has none, and our planner sends none): `make eval` sets 0.2, so its runs compare.
-TEMPERATURE = os.environ.get("LOCAL_MODEL_TEMPERATURE")
+TEMPERATURE = settings.values()["LOCAL_MODEL_TEMPERATURE"]
 CALL = '<tool_call>{"name": "'
 # No example call: a small model copies an example's argument ("3") instead of reading the page.
 TOOLS_INTRO = 'Tools (reply with one call, <tool_call>{"name": ..., "arguments": {...}}</tool_call>):\n<tools>\n'
@@ -125,7 +126,7 @@ def chat(llama, messages, tools=None, functions=None, tool_choice=None, max_toke
     by_name = {t["function"]["name"]: t["function"] for t in tools}
     prompt = render(messages, tools)
     budget = max_tokens if max_tokens and max_tokens > 0 else 512
-    temperature = float(TEMPERATURE) if TEMPERATURE else temperature
+    temperature = TEMPERATURE if TEMPERATURE is not None else temperature
     used = {"prompt": 0, "completion": 0, "cut": False}
 
     def complete(text, grammar=None, tokens=budget, stops=("<|im_end|>",)):

@@ -44,6 +44,8 @@ def server_env(port, host="127.0.0.1"):
 
 
 if __name__ == "__main__":
-    port = int(os.environ.get("LOCAL_MODEL_PORT") or 8008)
+    from config import settings
+
+    port = settings.values()["LOCAL_MODEL_PORT"]
     argv = server_argv(port, verbose=False)  # its log is for debugging a model, not for a newcomer's terminal
     os.execve(argv[0], argv, {**os.environ, **server_env(port)})

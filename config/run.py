@@ -4,14 +4,15 @@ honcho SIGKILLs whatever still runs 5 s after Ctrl-C. A worker's warm stop (fini
 the running task, close the broker connection) can take a few seconds more on the embedded
 filesystem broker, which polls. STOP_GRACE_SECONDS (default 20) replaces those 5 s. Ctrl-C exits 0: no "make: *** Error 130".
 """
-import os
 import sys
 
 import honcho.manager
 from honcho.command import main
 
+from config import settings
+
 if __name__ == "__main__":
-    honcho.manager.KILL_WAIT = int(os.environ.get("STOP_GRACE_SECONDS") or 20)
+    honcho.manager.KILL_WAIT = settings.values()["STOP_GRACE_SECONDS"]
     try:
         main()
     except SystemExit as exc:

@@ -4,9 +4,9 @@ import re
 
 import pytest
 
+from config import settings
 from tests.conftest import wait_until
 from tests.page_server import PageServer
-from tests.processes import ROOT
 from workers.agent.actions import describe
 from workers.browser.base import BrowserError, BrowserUnavailable
 from workers.browser.egress import EgressProxy
@@ -550,7 +550,7 @@ def test_the_page_view_brings_the_page_s_recorded_events_in_the_same_call(browse
     with the run's token, rides on the reading, in the same document and in the next one."""
     from workers.browser.recording import Recording
 
-    recording = Recording(browser, {"RRWEB_DIR": str(ROOT / "vendor" / "rrweb")}, 60)
+    recording = Recording(browser, settings.load(), 60)
     recording.mark({"step": 0, "action": "click"})  # the recorder, in this document and the tab's next ones
     browser.click("Go")
     reading = browser.read(drain=recording.rider())
@@ -571,7 +571,7 @@ def test_the_recorder_adds_nothing_to_the_page_it_records(browser, pages):
     a document costs no frame)."""
     from workers.browser.recording import Recording
 
-    recording = Recording(browser, {"RRWEB_DIR": str(ROOT / "vendor" / "rrweb")}, 60)
+    recording = Recording(browser, settings.load(), 60)
     recording.mark({"step": 0, "action": "open"})
     browser.open(pages.url("/watched"))
     reading = browser.read(drain=recording.rider())

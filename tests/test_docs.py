@@ -94,3 +94,36 @@ def test_every_make_target_the_documents_name_exists():
     assert {"run", "test", "bench", "docs", "eval"} <= targets
     for target in targets:
         assert subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, timeout=30).returncode == 0, target
+
+
+def test_the_configuration_page_names_every_setting_in_the_group_that_reads_it():
+    """docs/configuration.md's headings are config/settings.py's SETTINGS groups, and under each the variables of the
+    group's table, no more, no fewer."""
+    from config.settings import SETTINGS
+
+    page, group, documented = (ROOT / "docs" / "configuration.md").read_text(), None, {}
+    for line in page.splitlines():
+        if line.startswith("## "):
+            group = line[3:].strip()
+            documented[group] = set()
+        elif line.startswith("| `") and group is not None:
+            documented[group] |= set(re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1]))
+    assert documented == {group: {name for setting in settings for name in (setting.name, *setting.also)}
+                          for group, settings in SETTINGS.items()}
+
+
+def test_settings_are_read_in_config_settings_only():
+    """No other module reads a setting from the environment, or restates its default where it reads the config."""
+    from config.settings import SETTINGS
+
+    names = "|".join(setting.name for settings in SETTINGS.values() for setting in settings)
+    read_again = re.compile(rf"""(?:environ\.get|environ\[|getenv)\(?\s*["']({names})["']""")
+    default_again = re.compile(rf"""config\.get\(\s*["']({names})["']\s*,""")
+    found = []
+    for path in [*ROOT.glob("app/**/*.py"), *ROOT.glob("workers/**/*.py"), *ROOT.glob("config/*.py")]:
+        if path.name == "settings.py" and path.parent.name == "config":
+            continue
+        text = path.read_text()
+        found += [f"{path.relative_to(ROOT)}: {match.group(0)}"
+                  for pattern in (read_again, default_again) for match in pattern.finditer(text)]
+    assert found == []

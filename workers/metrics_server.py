@@ -3,7 +3,6 @@ process, which sums its pool processes' counters (their multiprocess files) and 
 slots as they are now. Served only to `Authorization: Bearer <METRICS_TOKEN>` (docs/monitoring.md)."""
 import json
 import logging
-import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,8 +17,8 @@ def prepare():
     multiprocess folder for it and the pool processes it forks."""
     from config import settings
 
-    if os.environ.get("METRICS_BIND") and "worker" in sys.argv[1:]:
-        prepare_folder(settings._var_dir(), "worker")
+    if settings.values()["METRICS_BIND"] and "worker" in sys.argv[1:]:
+        prepare_folder(settings.var_dir(), "worker")
 
 
 class WorkerState:

@@ -89,7 +89,7 @@ def _serve_commands(session_id):
     try:
         browser = KeptSessionBrowser(webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                                      label=session.name or session.id, remote=session.host == "grid",
-                                     page_load_timeout=current_app.config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30),
+                                     page_load_timeout=current_app.config["BROWSER_PAGE_LOAD_TIMEOUT_SECONDS"],
                                      chromium_path=current_app.config["CHROMIUM_PATH"],
                                      settings=session.browser_settings)
     except BrowserUnavailable as exc:  # its browser (or its machine) is gone: the callers learn it now, not by 504
@@ -177,7 +177,7 @@ def _press_key(browser, args):
 def _wait_for_element(browser, args):
     hidden = args.get("state") == "hidden"
     seconds = min(float(args.get("timeout") or 10_000) / 1000,
-                  current_app.config.get("EXTENSION_ACTION_MAX_SECONDS", 280))
+                  current_app.config["EXTENSION_ACTION_MAX_SECONDS"])
     deadline = time.monotonic() + seconds
     while True:
         match = browser.match(args.get("selectors") or {})

@@ -73,7 +73,7 @@ SESSION_ZONE = "America/Los_Angeles"
 
 
 def window_size(config):
-    width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
+    width, _, height = str(config["BROWSER_WINDOW_SIZE"]).partition("x")
     return int(width), int(height or 900)
 
 
@@ -82,7 +82,7 @@ def identity(config, settings, local):
     if not settings:
         return None
     version = sandbox.chromium_version(config["CHROMIUM_PATH"]) if local else None
-    return browser_settings.identity(settings, version, window_size(config), config.get("BROWSER_LOCALE", "en-US"),
+    return browser_settings.identity(settings, version, window_size(config), config["BROWSER_LOCALE"],
                                      SESSION_ZONE)
 
 
@@ -90,7 +90,7 @@ def chrome_options(config, proxy, profile_dir=None, downloads=None, local=False,
     """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
     its egress proxy; `local`: on this machine's Chromium (its version in the User-Agent), not a Grid's. `chosen`:
     the session's browserSettings (an Identity), whose window, screen and languages it takes."""
-    args = sandbox.chromium_flags(window_size(config), config.get("BROWSER_LOCALE", "en-US"),
+    args = sandbox.chromium_flags(window_size(config), config["BROWSER_LOCALE"],
                                   config["CHROMIUM_PATH"] if local else None, identity=chosen)
     args += [arg for arg in proxy.chromium_arguments() if arg not in args]  # as cloud_browser's
     if profile_dir:
@@ -98,7 +98,7 @@ def chrome_options(config, proxy, profile_dir=None, downloads=None, local=False,
     prefs = {"credentials_enable_service": False, "profile.password_manager_enabled": False,
              "download.prompt_for_download": False,
              "intl.accept_languages": chosen.accept_languages if chosen is not None
-             else browser_settings.accept_languages(config.get("BROWSER_LOCALE", "en-US"))}
+             else browser_settings.accept_languages(config["BROWSER_LOCALE"])}
     if downloads:
         prefs.update({"download.default_directory": str(downloads), "download.directory_upgrade": True})
     return {"args": args, "prefs": prefs}

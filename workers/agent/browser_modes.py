@@ -105,7 +105,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
                 return pool.PooledBrowser(
                     pooled, label=label, time_zone=options.get("timeZone") or pool.DEFAULT_ZONE,
                     download_dir=self.download_dir, should_stop=should_stop, chromium_path=config["CHROMIUM_PATH"],
-                    page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30),
+                    page_load_timeout=config["BROWSER_PAGE_LOAD_TIMEOUT_SECONDS"],
                     settings=settings)
             except BrowserUnavailable:
                 continue  # it died since it was checked (and is destroyed): the next one, or a cold start
@@ -121,15 +121,15 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         try:
             browser = SeleniumBrowser(
                 label=label,
-                chromium_path=config.get("CHROMIUM_PATH", "/usr/bin/chromium"),
-                chromedriver_path=config.get("CHROMEDRIVER_PATH", "/usr/bin/chromedriver"),
+                chromium_path=config["CHROMIUM_PATH"],
+                chromedriver_path=config["CHROMEDRIVER_PATH"],
                 remote_url=config.get("SELENIUM_REMOTE_URL"), proxy=self.egress.address,
                 extra_arguments=HARDENING_ARGUMENTS,
-                window_size=(width, height), locale=config.get("BROWSER_LOCALE", "en-US"),
+                window_size=(width, height), locale=config["BROWSER_LOCALE"],
                 time_zone=options.get("timeZone") or pool.DEFAULT_ZONE,
                 download_dir=self.download_dir,
                 profile_root=browsers_dir(config["VAR_DIR"]),
-                page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), devtools=True,
+                page_load_timeout=config["BROWSER_PAGE_LOAD_TIMEOUT_SECONDS"], devtools=True,
                 should_stop=should_stop, settings=settings)
             self.egress.wait_ready()
             self.egress.new_refusals()  # Chromium's own start-up requests are not the first step's
@@ -157,7 +157,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
             browser = pool.PooledBrowser(kept, label=label, time_zone=(task.options or {}).get("timeZone")
                                          or pool.DEFAULT_ZONE, download_dir=self.download_dir, should_stop=should_stop,
                                          chromium_path=config["CHROMIUM_PATH"],
-                                         page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30),
+                                         page_load_timeout=config["BROWSER_PAGE_LOAD_TIMEOUT_SECONDS"],
                                          settings=(task.options or {}).get("browserSettings"))
         except BrowserUnavailable:  # it died since it was checked (and is destroyed now)
             self.egress.stop()
@@ -312,7 +312,7 @@ class KeptSessionEnvironment(BrowserEnvironment):
                 webdriver_url=session.webdriver_url, webdriver_session=session.webdriver_session,
                 label=session.name or session.id, remote=session.host == "grid",
                 uploads=None if session.host == "grid" else browsers.session_dir(config, session.id) / "uploads",
-                live_endpoint=live_state.session_endpoint(session), page_load_timeout=config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30), should_stop=should_stop,
+                live_endpoint=live_state.session_endpoint(session), page_load_timeout=config["BROWSER_PAGE_LOAD_TIMEOUT_SECONDS"], should_stop=should_stop,
                 chromium_path=config["CHROMIUM_PATH"], settings=session.browser_settings)
         except BrowserGone:
             sessions.release(session.id, task.id)

@@ -62,13 +62,13 @@ class BrowserEnvironment(Environment):
     def __init__(self, task, should_stop, config):
         super().__init__(task, should_stop)
         self.config = config
-        self.view_chars = int(config.get("PAGE_VIEW_CHARS", 6000))
+        self.view_chars = int(config["PAGE_VIEW_CHARS"])
         options = task.options or {}
         self.recorder = None
         if options.get("generateGif"):
             from workers.browser.recorder import GifRecorder
 
-            self.recorder = GifRecorder(config.get("GIF_WIDTH", 800), config.get("GIF_MAX_FRAMES", 100))
+            self.recorder = GifRecorder(config["GIF_WIDTH"], config["GIF_MAX_FRAMES"])
             earlier = stored_gif(task.id) if waits_for_arrival(task) else None
             if earlier:  # the frames before its pause for a code or link: one GIF of the whole run
                 self.recorder.go_on_from(earlier)
@@ -89,7 +89,7 @@ class BrowserEnvironment(Environment):
             log.info("task %s is not recorded: %s", self.task.id, why_not)
         else:
             try:
-                return recording.Recording(self.browser, config, config.get("TASK_TIMEOUT_SECONDS", 600))
+                return recording.Recording(self.browser, config, config["TASK_TIMEOUT_SECONDS"])
             except OSError:  # rrweb unreadable: a recording must never fail the task
                 log.warning("task %s is not recorded", self.task.id, exc_info=True)
         recording.discard(self.browser)  # a pooled browser's recorder, added while it waited: none in the pages
@@ -460,7 +460,7 @@ class BrowserEnvironment(Environment):
         folder = self.downloads_folder()
         if not folder:
             return
-        deadline = time.monotonic() + float(self.config.get("DOWNLOAD_WAIT_SECONDS", 10))
+        deadline = time.monotonic() + float(self.config["DOWNLOAD_WAIT_SECONDS"])
         while time.monotonic() < deadline and any(map(being_written, _names(folder))):
             time.sleep(0.2)
 

@@ -11,7 +11,7 @@ from selenium.webdriver.remote.file_detector import LocalFileDetector
 from app.sandbox import box as sandbox, settings as browser_settings
 
 from .base import BrowserUnavailable
-from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason, quiet_runtime
+from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason
 from .unix_connection import remote_connection
 
 

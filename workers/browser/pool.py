@@ -40,7 +40,7 @@ def pool_root(var_dir):
 
 
 def window_size(config):
-    width, _, height = str(config.get("BROWSER_WINDOW_SIZE", "1280x900")).partition("x")
+    width, _, height = str(config["BROWSER_WINDOW_SIZE"]).partition("x")
     return int(width), int(height or 900)
 
 
@@ -275,13 +275,13 @@ def _new_session(config, box, proxy):
     """The WebDriver session a task will drive: Chromium started on chromedriver's blank page, no page loaded, page.js
     and its tab's recorder added for its documents: (session id, window handle, recorder). Downloads go to the box's own folder (its policy says
     so too); a task's files are moved out at its end."""
-    options = chrome_options(window_size(config), config.get("BROWSER_LOCALE", "en-US"), proxy,
+    options = chrome_options(window_size(config), config["BROWSER_LOCALE"], proxy,
                              str(box.downloads), HARDENING_ARGUMENTS, config["CHROMIUM_PATH"])
     options.binary_location = config["CHROMIUM_PATH"]
     options.add_argument(f"--user-data-dir={box.profile}")
     options.add_argument(f"--remote-debugging-port={sandbox.INNER_DEVTOOLS_PORT}")  # its socket: the live view's way in
     # A task's, set now: the takeover then costs one WebDriver call (SeleniumBrowser sets the same two).
-    options.timeouts = {"pageLoad": int(config.get("BROWSER_PAGE_LOAD_TIMEOUT_SECONDS", 30) * 1000), "script": 30000}
+    options.timeouts = {"pageLoad": int(config["BROWSER_PAGE_LOAD_TIMEOUT_SECONDS"] * 1000), "script": 30000}
     driver = webdriver.Remote(command_executor=remote_connection(box.driver_url), options=options)
     try:
         PageScript(driver).install()  # the task's first page has page.js from its start

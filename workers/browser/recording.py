@@ -56,7 +56,7 @@ def _checked_as_meant(rrweb):
 
 def available(config):
     """Why recordings cannot be made here, or None (they can)."""
-    if not config.get("RECORDINGS", True):
+    if not config["RECORDINGS"]:
         return "RECORDINGS is off"
     if not os.path.isfile(os.path.join(config["RRWEB_DIR"], "rrweb-record.min.js")):
         return f"rrweb is not installed in {config['RRWEB_DIR']} (run `make rrweb`)"
@@ -70,7 +70,7 @@ def new_names():
 
 
 def max_bytes(config):
-    return int(config.get("RECORDING_MAX_BYTES", 50 * 1024 * 1024))
+    return int(config["RECORDING_MAX_BYTES"])
 
 
 def recorder_source(rrweb_dir, name, token, until, budget):

@@ -44,7 +44,7 @@ def make_planner(brief, config):
     from .builtin import BuiltinPlanner
 
     if model_configured(config):
-        if config.get("BUILTIN_STEPS_FIRST", True):
+        if config["BUILTIN_STEPS_FIRST"]:
             try:
                 return BuiltinPlanner(brief)
             except ValueError:  # not a complete program of steps: the model's prompt
