@@ -21,6 +21,8 @@ import uuid
 from kombu import Connection, Exchange, Queue
 from kombu.pools import ProducerPool
 
+from . import embedded_broker
+
 TASKS_QUEUE = "tasks"
 WEBHOOKS_QUEUE = "webhooks"
 CONTROL_QUEUE = "control"
@@ -62,7 +64,8 @@ class Broker:
 
     def connection(self):
         """A new connection, opened on first use (`with broker.connection() as conn: ...`)."""
-        return Connection(self.url, transport_options=self.transport_options)
+        return Connection(self.url, transport=embedded_broker.transport(self.url),
+                          transport_options=self.transport_options)
 
     def send(self, task, args, retry_policy=DEFAULT_RETRY):
         """Publish task(*args) to its queue (ROUTES), declaring the queue as a Celery worker would if it is

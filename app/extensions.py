@@ -4,6 +4,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
 
+from . import embedded_broker
 from .broker import ROUTES, TASKS_QUEUE, transport_options
 
 
@@ -66,6 +67,8 @@ def celery_init_app(app):
         # transport (its pool processes are terminated and the stop hangs until honcho's SIGKILL);
         # a threads pool stops on SIGTERM like any other worker (workers/shutdown.py).
         celery_app.conf.worker_pool = "threads"
+        # Messages written whole before a consumer sees them (kombu's own transport lets a worker read half of one).
+        celery_app.conf.broker_transport = embedded_broker.TRANSPORT
     celery_app.set_default()
     app.extensions["celery"] = celery_app
     return celery_app
