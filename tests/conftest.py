@@ -1,6 +1,7 @@
 """Fixtures: a migrated Postgres test database, the RabbitMQ test vhost, API keys, workers."""
 import json
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -81,6 +82,18 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if phase == "parallel":
+        _longest_files_first(items)
+
+
+def _longest_files_first(items):
+    """xdist hands files out in this order (`--dist loadfile`): the longest first (tests/durations.json, a measured
+    run's spans; a file it does not know counts as the median), so no long file starts last while the other workers
+    wait for it. Each file's own tests keep their order."""
+    path = ROOT / "tests" / "durations.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    typical = statistics.median(known.values()) if known else 0
+    items.sort(key=lambda item: -known.get(item.nodeid.split("::")[0], typical))
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,13 @@
 
     TEST_TIMELINE=/tmp/timeline.jsonl make test
     python -m tests.timeline /tmp/timeline.jsonl
+    python -m tests.timeline /tmp/timeline.jsonl --durations > tests/durations.json
 
 Prints, per xdist worker, its files in the order it ran them (a file's span runs from its first test's start to its
 last test's end, its module fixtures included) and how long the worker sat idle before the phase ended; then the
 files by span. Under `--dist loadfile` the phase ends with its last file: a long file started late is the tail.
+`--durations` prints each file's span in the parallel phase as JSON instead: tests/durations.json, by which
+tests/conftest.py hands the longest files out first.
 """
 import json
 import sys
@@ -49,6 +52,16 @@ def report(lines, out=sys.stdout):
             print(f"    {span[1] - span[0]:6.0f} s  {name} ({worker})", file=out)
 
 
+def durations(lines):
+    """{file: seconds} of the parallel phase's files, longest first, whole seconds."""
+    files = {name: round(end - start) for (worker, name), (start, end) in spans(lines).items() if worker != "main"}
+    return dict(sorted(files.items(), key=lambda item: (-item[1], item[0])))
+
+
 if __name__ == "__main__":
     with open(sys.argv[1]) as timeline:
-        report([json.loads(line) for line in timeline if line.strip()])
+        lines = [json.loads(line) for line in timeline if line.strip()]
+    if "--durations" in sys.argv[2:]:
+        print(json.dumps(durations(lines), indent=0))
+    else:
+        report(lines)
