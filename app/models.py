@@ -375,7 +375,7 @@ class TaskGif(db.Model):
 
 class TaskRecording(db.Model):
     """The rrweb recording of a task's browser run: its pages as DOM events, gzip-compressed JSON
-    (app/dispatch/recordings.py); deleted with the task, or RECORDING_TTL_SECONDS after it was stored."""
+    (app/dispatch/recording_store.py); deleted with the task, or RECORDING_TTL_SECONDS after it was stored."""
 
     __tablename__ = "task_recordings"
 

@@ -143,7 +143,8 @@ def driver_actions(browser, base):
 def request_bytes_per_action(pages, proxy):
     """Bytes of WebDriver request bodies (what the worker sends the browser) per action of the 10, the page view read
     after each included: a driver of ours on the same pages, its requests counted as Selenium sends them."""
-    from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+    from workers.browser.launch import browsers_dir
+    from workers.browser.selenium_driver import SeleniumBrowser
 
     browser = SeleniumBrowser(label="bench-bytes", profile_root=browsers_dir(os.environ["VAR_DIR"]),
                               proxy=proxy.address)

@@ -17,12 +17,12 @@ XVFB = "/usr/bin/Xvfb"
 
 def ours(site):
     """A cloud_browser task's browser as it starts cold: sandboxed, behind its egress proxy, DevTools on."""
-    from workers.browser.egress import EgressProxy
+    from workers.browser.egress import BrowserEgressProxy
     from workers.browser.selenium_driver import SeleniumBrowser
 
     var = tempfile.mkdtemp(prefix="rd-bench-identity-")
     try:
-        with EgressProxy({"VAR_DIR": var, "ALLOW_PRIVATE_URLS": True}, "bench-identity") as proxy:
+        with BrowserEgressProxy({"VAR_DIR": var, "ALLOW_PRIVATE_URLS": True}, "bench-identity") as proxy:
             browser = SeleniumBrowser(label="bench-identity", profile_root=os.path.join(var, "browsers"),
                                       proxy=proxy.address, devtools=True, time_zone="America/Los_Angeles")
             try:

@@ -8,7 +8,8 @@ import tempfile
 
 from tests.page_server import PageServer
 from workers.browser.page_script import PAGE_JS
-from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+from workers.browser.launch import browsers_dir
+from workers.browser.selenium_driver import SeleniumBrowser
 
 BIG = ("<html><head><title>Catalogue</title></head><body><h1>Catalogue</h1>"
        + "".join(f"<div><a href='/item/{i}'>Item {i}</a> <span>costs {i} euros</span></div>" for i in range(7000))

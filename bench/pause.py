@@ -97,12 +97,12 @@ def kept_memory(bench):
 
 def snapshot_times(app, site):
     """Take a snapshot of a signed-in browser and restore it into a fresh one, in this process (no worker)."""
-    from workers.browser.egress import EgressProxy
+    from workers.browser.egress import BrowserEgressProxy
     from workers.browser.selenium_driver import SeleniumBrowser
 
     take, restore, size = [], [], []
     for _ in range(RUNS):
-        proxies = [EgressProxy(app.config, "bench-pause").start().wait_ready() for _ in range(2)]
+        proxies = [BrowserEgressProxy(app.config, "bench-pause").start().wait_ready() for _ in range(2)]
         one = SeleniumBrowser(label="bench-pause-a", proxy=proxies[0].address)
         two = SeleniumBrowser(label="bench-pause-b", proxy=proxies[1].address)
         try:

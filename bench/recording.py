@@ -1,4 +1,4 @@
-"""Benchmark: recording a browser run (rrweb, workers/browser/recording.py): the 10 actions of bench/browser.py
+"""Benchmark: recording a browser run (rrweb, workers/browser/rrweb.py): the 10 actions of bench/browser.py
 recorded ÷ not recorded, in the worker's own Selenium driver (sandboxed, behind the egress proxy), and the size."""
 import gzip
 import json
@@ -30,7 +30,7 @@ def run(config, proxy, base, record, pace=0.0):
     process's CPU s, the browser's CPU s (chromedriver, Chromium and its renderers, where rrweb runs), recording
     bytes gzip, wall s)."""
     from workers.browser.egress import HARDENING_ARGUMENTS
-    from workers.browser.recording import Recording
+    from workers.browser.rrweb import Recording
     from workers.browser.selenium_driver import SeleniumBrowser
 
     root = tempfile.mkdtemp(prefix="rd-bench-rec-")
@@ -68,7 +68,7 @@ def run(config, proxy, base, record, pace=0.0):
 
 def measure(stack):
     from app.egress.proxy import EgressProxy
-    from workers.browser.recording import available
+    from workers.browser.rrweb import available
 
     config = stack.flask_app.config
     if why := available(config):

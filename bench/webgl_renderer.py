@@ -99,14 +99,14 @@ def box_pss(browser):
 def one_run(page, flags):
     """(start s, PSS MiB at a plain page, WebGL page drawn s, PSS MiB at it, what it drew) of one cold browser
     started with the renderer's `flags`."""
-    from workers.browser.egress import EgressProxy
+    from workers.browser.egress import BrowserEgressProxy
     from workers.browser.selenium_driver import SeleniumBrowser
 
     chosen = box.webgl_flags
     box.webgl_flags = lambda: flags
     var = tempfile.mkdtemp(prefix="rd-bench-webgl-")
     try:
-        with EgressProxy({"VAR_DIR": var, "ALLOW_PRIVATE_URLS": True}, "bench-webgl") as proxy:
+        with BrowserEgressProxy({"VAR_DIR": var, "ALLOW_PRIVATE_URLS": True}, "bench-webgl") as proxy:
             page.arrived.clear()
             began = time.monotonic()
             browser = SeleniumBrowser(label="bench-webgl", profile_root=os.path.join(var, "browsers"),

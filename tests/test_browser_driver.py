@@ -9,9 +9,10 @@ from tests.conftest import wait_until
 from tests.page_server import PageServer
 from workers.agent.actions import describe
 from workers.browser.base import BrowserError, BrowserUnavailable
-from workers.browser.egress import EgressProxy
+from workers.browser.egress import BrowserEgressProxy
 from workers.browser.reaper import our_browser_processes
-from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+from workers.browser.launch import browsers_dir
+from workers.browser.selenium_driver import SeleniumBrowser
 from workers.planners.builtin import parse_step
 
 pytestmark = pytest.mark.slow
@@ -199,7 +200,7 @@ def other_origin(pages):
 @pytest.fixture(scope="module")
 def egress():
     """Our browsers have no network but their egress proxy (app/sandbox/box.py): this one lets loopback pages in."""
-    with EgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "driver-test") as proxy:
+    with BrowserEgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "driver-test") as proxy:
         yield proxy.address
 
 
@@ -548,7 +549,7 @@ def test_a_path_is_drawn_through_points_on_a_canvas(browser, pages):
 def test_the_page_view_brings_the_page_s_recorded_events_in_the_same_call(browser, pages):
     """A recorded run's events come with each page view (one call after an action, not two): the recorder's answer,
     with the run's token, rides on the reading, in the same document and in the next one."""
-    from workers.browser.recording import Recording
+    from workers.browser.rrweb import Recording
 
     recording = Recording(browser, settings.load(), 60)
     recording.mark({"step": 0, "action": "click"})  # the recorder, in this document and the tab's next ones
@@ -569,7 +570,7 @@ def test_the_recorder_adds_nothing_to_the_page_it_records(browser, pages):
     """rrweb borrows a clean prototype from a hidden frame it adds to the page when it thinks the page's prototypes
     may be tampered with; ours are its isolated world's own, so it need not: a recorded page sees no node added (and
     a document costs no frame)."""
-    from workers.browser.recording import Recording
+    from workers.browser.rrweb import Recording
 
     recording = Recording(browser, settings.load(), 60)
     recording.mark({"step": 0, "action": "open"})

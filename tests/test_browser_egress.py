@@ -16,7 +16,7 @@ from tests.browser_pages import Canary, RecordingServer, UdpCanary, group_pids
 from tests.conftest import WorkerProcess, submit, wait_for_status, wait_until
 from tests.grid import selenium_grid  # noqa: F401 (fixture)
 from workers.browser.base import NavigationRefused
-from workers.browser.egress import EgressProxy, check_typed_url, harden_chrome_options, our_proxies, reap_orphans
+from workers.browser.egress import BrowserEgressProxy, check_typed_url, harden_chrome_options, our_proxies, reap_orphans
 
 # What a page tries, each finished (succeeded or failed) before the page sets `window.settled`.
 SCRIPTS = """<html><body><script>
@@ -70,11 +70,11 @@ def servers():
 
 @pytest.fixture
 def session(tmp_path):
-    """Start Chromium (Debian's) behind an EgressProxy with the given settings, as the browser driver does."""
+    """Start Chromium (Debian's) behind an BrowserEgressProxy with the given settings, as the browser driver does."""
     proxies, drivers, profiles = [], [], []
 
     def start(settings, remote=None):
-        proxy = EgressProxy({"VAR_DIR": str(tmp_path), **settings})
+        proxy = BrowserEgressProxy({"VAR_DIR": str(tmp_path), **settings})
         proxies.append(proxy)  # stopped at teardown even if what follows fails
         proxy.start().wait_ready()
         downloads = tmp_path / "downloads"
@@ -229,15 +229,15 @@ def test_typed_urls_other_than_http_are_refused_before_the_browser():
 
 
 def test_the_proxy_ends_with_its_session_and_orphans_are_reaped(tmp_path):
-    proxy = EgressProxy({"VAR_DIR": str(tmp_path)}).start().wait_ready()
+    proxy = BrowserEgressProxy({"VAR_DIR": str(tmp_path)}).start().wait_ready()
     group = proxy.proc.pid
     assert _group_members(group)
     proxy.stop()
     assert _group_members(group) == []
 
     # A proxy whose worker is gone (its directory names a dead pid) is reaped; one of a live worker is not.
-    live = EgressProxy({"VAR_DIR": str(tmp_path)}).start().wait_ready()
-    orphan = EgressProxy({"VAR_DIR": str(tmp_path)})
+    live = BrowserEgressProxy({"VAR_DIR": str(tmp_path)}).start().wait_ready()
+    orphan = BrowserEgressProxy({"VAR_DIR": str(tmp_path)})
     orphan.directory = orphan.directory.with_name(f"{_dead_pid()}-{orphan.directory.name.split('-')[1]}")
     orphan.port_file = orphan.directory / "port"
     orphan.start().wait_ready()
@@ -275,7 +275,7 @@ def _dead_pid():
 
 
 def test_refusal_records_are_json_lines(tmp_path):
-    proxy = EgressProxy({"VAR_DIR": str(tmp_path)})
+    proxy = BrowserEgressProxy({"VAR_DIR": str(tmp_path)})
     proxy.directory.mkdir(parents=True)
     proxy.refusal_log.write_text(json.dumps({"host": "10.0.0.1", "port": 80, "method": "GET", "reason": "x"}) + "\n")
     assert proxy.new_refusals() == [{"host": "10.0.0.1", "port": 80, "method": "GET", "reason": "x"}]
@@ -288,7 +288,7 @@ def test_a_reused_proxy_connection_cannot_carry_a_request_for_another_host(serve
     import socket
 
     page, canary, urls = servers
-    proxy = EgressProxy({"VAR_DIR": str(tmp_path), "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"})
+    proxy = BrowserEgressProxy({"VAR_DIR": str(tmp_path), "EGRESS_ALLOW_HOSTS": f"127.0.0.1:{page.port}"})
     with proxy, socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
         conn.sendall(f"GET {page.url('/ok')} HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
                      f"Proxy-Connection: keep-alive\r\n\r\n".encode())
@@ -476,7 +476,7 @@ def test_a_download_lands_in_the_tasks_own_directory_and_becomes_a_file_of_the_k
 def test_names_that_do_not_resolve_are_refused_but_not_reported_as_policy_refusals(tmp_path):
     import requests
 
-    with EgressProxy({"VAR_DIR": str(tmp_path)}) as proxy:
+    with BrowserEgressProxy({"VAR_DIR": str(tmp_path)}) as proxy:
         proxies = {"http": f"http://{proxy.address}"}
         assert requests.get("http://no-such-host.invalid/", proxies=proxies, timeout=10).status_code == 403
         assert requests.get("http://10.1.2.3:8080/", proxies=proxies, timeout=10).status_code == 403

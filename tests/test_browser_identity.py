@@ -7,8 +7,9 @@ import os
 import pytest
 
 from tests.identity_pages import DETECTORS, STILL_SEEN, IdentityServer, detections
-from workers.browser.egress import EgressProxy
-from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+from workers.browser.egress import BrowserEgressProxy
+from workers.browser.launch import browsers_dir
+from workers.browser.selenium_driver import SeleniumBrowser
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +26,7 @@ def site():
 @pytest.fixture(scope="module")
 def browser(site):
     """A cloud_browser task's browser as workers/agent/browser_modes.py starts it cold: DevTools on, its time zone."""
-    with EgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "identity-test") as proxy:
+    with BrowserEgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "identity-test") as proxy:
         browser = SeleniumBrowser(label="identity-test", profile_root=browsers_dir(os.environ["VAR_DIR"]),
                                   time_zone="Europe/Paris", proxy=proxy.address, devtools=True)
         yield browser

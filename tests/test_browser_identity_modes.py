@@ -19,8 +19,9 @@ from tests.sdk_support import run_sdk
 from tests.test_browser_identity import site  # noqa: F401 (the loopback site with the detectors)
 from tests.test_pause_keeps_browser import KEPT, actions, answer, paused
 from tests.test_sessions import api, cdp_call, create, run_and_wait
-from workers.browser.egress import EgressProxy
-from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+from workers.browser.egress import BrowserEgressProxy
+from workers.browser.launch import browsers_dir
+from workers.browser.selenium_driver import SeleniumBrowser
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -94,7 +95,7 @@ def test_a_paused_task_s_browser_shows_nothing_after_its_answer(client, service,
 
 def test_a_grid_browser_shows_only_its_node_s_chromedriver(selenium_grid, site):
     """As workers/agent/browser_modes.py starts a task's browser when SELENIUM_REMOTE_URL names a Grid."""
-    with EgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "grid-identity") as proxy:
+    with BrowserEgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "grid-identity") as proxy:
         browser = SeleniumBrowser(label="grid-identity", remote_url=str(selenium_grid), proxy=proxy.address,
                                   profile_root=browsers_dir(os.environ["VAR_DIR"]), time_zone="Europe/Paris",
                                   devtools=True)

@@ -15,8 +15,9 @@ from tests.conftest import submit, wait_until
 from tests.devtools import devtools_websocket
 from tests.page_server import PageServer
 from tests.processes import WorkerProcess
-from workers.browser.egress import EgressProxy, our_proxies
-from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+from workers.browser.egress import BrowserEgressProxy, our_proxies
+from workers.browser.launch import browsers_dir
+from workers.browser.selenium_driver import SeleniumBrowser
 from workers.sweeps import reap_browsers
 
 pytestmark = pytest.mark.slow
@@ -76,7 +77,7 @@ def test_a_tasks_browser_is_unprivileged_sandboxed_and_reaches_only_its_proxy(si
     pages, canary, canary_file, config = site
     hostname = open("/etc/hostname").read().strip()
     downloads = tmp_path / "downloads"
-    with EgressProxy(config, "isolation") as proxy:
+    with BrowserEgressProxy(config, "isolation") as proxy:
         browser = SeleniumBrowser(proxy=proxy.address, profile_root=browsers_dir(config["VAR_DIR"]),
                                   download_dir=str(downloads))
         try:

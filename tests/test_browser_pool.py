@@ -27,7 +27,7 @@ CHECK = """<html><head><title>Check</title><script src="/cached.js"></script></h
 SET = """<html><head><title>Set</title><script src="/cached.js"></script></head><body><p>set</p><script>
 localStorage.setItem("rd-left", "task one"); document.cookie = "rd_js=one; max-age=3600";
 history.pushState({}, "", "/set#pushed");</script></body></html>"""
-# The recorders the page can see (recording.js names its object __rd<random>, in an isolated world): none
+# The recorders the page can see (rrweb.js names its object __rd<random>, in an isolated world): none
 RECORDER = """<html><head><title>Recorder</title></head><body><p id="state"></p><script>
 document.getElementById("state").textContent = Object.getOwnPropertyNames(window).filter(function (name) {
   return name.indexOf("__rd") === 0; }).join(",") || "none";</script></body></html>"""

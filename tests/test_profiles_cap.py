@@ -10,8 +10,9 @@ from app.models import ApiKey
 from app.profiles import service as profiles
 from tests.conftest import WorkerProcess, wait_until
 from tests.page_server import PageServer
-from workers.browser.egress import EgressProxy
-from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+from workers.browser.egress import BrowserEgressProxy
+from workers.browser.launch import browsers_dir
+from workers.browser.selenium_driver import SeleniumBrowser
 from tests.test_profiles import SIGNED_OUT, actions, check, listing, sign_in, site  # noqa: F401  (site: a fixture)
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,7 @@ def test_a_state_over_the_cap_is_refused_before_it_is_read_whole(app, api_key):
     against a cap of 200 KB is not carried across (the read stops past the cap), and the save says why."""
     limit = 200 * 1024
     server = PageServer({"/fill": FILL})
-    with EgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "profile-cap") as proxy:
+    with BrowserEgressProxy({"VAR_DIR": os.environ["VAR_DIR"], "ALLOW_PRIVATE_URLS": True}, "profile-cap") as proxy:
         browser = SeleniumBrowser(label="profile-cap", profile_root=browsers_dir(os.environ["VAR_DIR"]),
                                   proxy=proxy.address, devtools=True)
         try:

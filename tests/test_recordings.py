@@ -277,7 +277,7 @@ def test_the_console_plays_the_recording_with_a_marker_per_step(live, pages, vie
 
 
 def test_a_run_resumed_after_a_question_adds_to_its_recording(client, api_key, monkeypatch):
-    from app.dispatch import recordings, service as dispatch_service
+    from app.dispatch import recording_store, service as dispatch_service
 
     monkeypatch.setattr(dispatch_service, "dispatch", lambda task_id, **_: True)  # no worker: the test stores
     request_id = client.post("/fast/v2/remote-dispatch", headers={"x-api-key": api_key}, json={
@@ -287,8 +287,8 @@ def test_a_run_resumed_after_a_question_adds_to_its_recording(client, api_key, m
         return [{"type": 4, "data": {"href": "http://127.0.0.1/", "width": 1280, "height": 900}, "timestamp": start},
                 {"type": 5, "data": {"tag": "step", "payload": {"step": 0, "action": action}}, "timestamp": start + 10}]
 
-    recordings.store(request_id, part(1_000, "ask_user"))  # the run paused on a question
-    recordings.store(request_id, part(61_000, "click"))  # and was resumed after the answer
+    recording_store.store(request_id, part(1_000, "ask_user"))  # the run paused on a question
+    recording_store.store(request_id, part(61_000, "click"))  # and was resumed after the answer
     body = client.get(f"/fast/v2/remote-dispatch/responses/{request_id}/recording",
                       headers={"x-api-key": api_key}).get_json()
     assert [e["timestamp"] for e in body["events"]] == [1_000, 1_010, 61_000, 61_010]

@@ -68,7 +68,7 @@ def _reap_orphaned_browsers(**_):
     """Browsers left by a worker of this deployment that was SIGKILLed: gone before this one takes tasks."""
     import logging
 
-    from workers.browser.selenium_driver import missing_browser
+    from workers.browser.launch import missing_browser
     from workers.sweeps import reap_browsers
 
     reap_browsers(flask_app.config)

@@ -34,7 +34,7 @@ from .agent.mcp import credential_values, open_servers
 from .agent.secrets import Secrets
 from .agent.takeover import PersonControl
 from .planners import Brief, make_planner, model_configured
-from .replay.recorder import ScriptHook
+from .replay.script_hook import ScriptHook
 from .replay.replayer import ReplayPlanner
 from .planners.builtin import split_steps
 from .shown import Shown

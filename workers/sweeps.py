@@ -10,7 +10,7 @@ from sqlalchemy import and_, delete, or_, select
 
 from app import lifecycle
 from app.codes import service as codes
-from app.dispatch import recordings
+from app.dispatch import recording_store
 from app.dispatch.publish import dispatch
 from app.files import service as files
 from app.profiles import service as profiles
@@ -140,7 +140,7 @@ def purge_expired_files():
     of sessions that ended that long ago, recordings older than RECORDING_TTL_SECONDS and profiles unused for
     PROFILE_IDLE_DAYS; returns how many uploads."""
     sessions.purge_ended_files()
-    recordings.purge_expired()
+    recording_store.purge_expired()
     profiles.purge_idle()
     return files.purge_expired()
 

@@ -2,7 +2,7 @@
 import json
 from datetime import datetime, timezone
 
-from ..dispatch import queries, recordings
+from ..dispatch import queries, recording_store
 from ..scripts.format import as_text, secrets_of
 from ..windows.service import list_windows
 
@@ -123,7 +123,7 @@ def task(task):
         "question": question, "inputId": (hitl or {}).get("inputId"),
         "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required" and (hitl or {}).get("type") != "arrival",
         "hasGif": task.status not in ACTIVE and queries.task_gif(task.api_key_id, task.id) is not None,
-        "hasRecording": recordings.exists(task.id),
+        "hasRecording": recording_store.exists(task.id),
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
         "callbackUrl": task.callback_url,
         "script": _script(task),

@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 from ..codes import service as codes
 from ..credentials import service as stored_credentials
 from ..dispatch import schemas as dispatch_schemas
-from ..dispatch import queries, recordings, service as tasks
+from ..dispatch import queries, recording_store, service as tasks
 from ..errors import ApiError
 from ..files import serving, service as files
 from ..live import service as live
@@ -215,10 +215,10 @@ def task_gif(task_id):
 @signed_in
 @polls_limit
 def task_recording(task_id):
-    data = recordings.compressed(g.api_key.id, task_id)
+    data = recording_store.compressed(g.api_key.id, task_id)
     if data is None:
         abort(404, "This task has no recording.")
-    return recordings.response(data)
+    return recording_store.response(data)
 
 
 @blp.route("/tasks/<task_id>/player")

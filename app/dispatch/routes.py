@@ -6,7 +6,7 @@ from ..auth import require_api_key
 from ..errors import ApiError
 from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
-from . import queries, recordings, service
+from . import queries, recording_store, service
 from .schemas import (
     AcceptedSchema, InputAnswerSchema, ListQuerySchema, RecordingSchema, SubmitHeadersSchema, SubmitSchema,
     TaskListSchema, TaskResultSchema, WaitTimeoutSchema,
@@ -124,13 +124,13 @@ class Recording(MethodView):
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def get(self, request_id):
         """Get the recording of a task's browser run"""
-        data = recordings.compressed(g.api_key.id, request_id)
+        data = recording_store.compressed(g.api_key.id, request_id)
         if data is None:
             raise ApiError(404, "Recording Not Found", f"The request '{request_id}' has no recording (browser runs "
                            "in cloud_browser mode or a kept session are recorded, and the recording is stored when "
                            "the run ends or pauses; client mode is not recorded; recordings are deleted after "
                            "RECORDING_TTL_SECONDS).")
-        return recordings.response(data)
+        return recording_store.response(data)
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>/input")

@@ -87,7 +87,7 @@ def identity(config, settings, local):
 
 
 def chrome_options(config, proxy, profile_dir=None, downloads=None, local=False, chosen=None):
-    """The flags of the cloud_browser driver (workers/browser/selenium_driver.py), for a kept browser behind
+    """The flags of the cloud_browser driver (workers/browser/launch.py), for a kept browser behind
     its egress proxy; `local`: on this machine's Chromium (its version in the User-Agent), not a Grid's. `chosen`:
     the session's browserSettings (an Identity), whose window, screen and languages it takes."""
     args = sandbox.chromium_flags(window_size(config), config["BROWSER_LOCALE"],
@@ -216,7 +216,7 @@ def _call(method, url, body=None, timeout=15):
 def _new_session(url, always_match):
     try:
         # chromedriver's load wait needs its Runtime domain, off here: the driver waits for loads itself (as
-        # workers/browser/selenium_driver.py LOAD_STRATEGY says).
+        # workers/browser/launch.py LOAD_STRATEGY says).
         always_match = {**always_match, "pageLoadStrategy": "none"}
         _status, reply = _call("POST", url + "/session", {"capabilities": {"alwaysMatch": always_match}},
                                timeout=START_TIMEOUT + 30)
@@ -225,7 +225,7 @@ def _new_session(url, always_match):
         raise LaunchFailed(f"the WebDriver endpoint did not answer: {exc}") from None
     if "sessionId" not in value:
         raise LaunchFailed(f"the browser did not start: {value.get('message', value)}"[:500])
-    # chromedriver's Runtime domain off in the first tab, as workers/browser/selenium_driver.py quiet_runtime does
+    # chromedriver's Runtime domain off in the first tab, as workers/browser/launch.py quiet_runtime does
     # for each tab a task's driver meets (a page could tell it on: docs/browser-identity.md).
     try:
         cdp_sender(url, value["sessionId"])("Runtime.disable")
@@ -236,7 +236,7 @@ def _new_session(url, always_match):
 
 def _loud(webdriver_url, webdriver_session, method, path, body=None, timeout=15):
     """One WebDriver command that runs chromedriver's own scripts in the page, with its Runtime domain on for it and
-    off again after (workers/browser/selenium_driver.py TrackedDriver does the same for a task's driver)."""
+    off again after (workers/browser/launch.py TrackedDriver does the same for a task's driver)."""
     base = f"{webdriver_url}/session/{webdriver_session}"
 
     def runtime(command):

@@ -84,8 +84,9 @@ class CloudBrowserEnvironment(BrowserEnvironment):
 
     def _browser(self, task, should_stop, config):
         from workers.browser import pool
-        from workers.browser.egress import HARDENING_ARGUMENTS, EgressProxy
-        from workers.browser.selenium_driver import SeleniumBrowser, browsers_dir
+        from workers.browser.egress import HARDENING_ARGUMENTS, BrowserEgressProxy
+        from workers.browser.launch import browsers_dir
+        from workers.browser.selenium_driver import SeleniumBrowser
 
         options = task.options or {}
         label = options.get("cloudBrowserSessionName") or f"task-{task.id}"
@@ -97,7 +98,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         while (not pool.cold_reason(config) and not browser_settings.needs_fresh_browser(settings)
                and (pooled := pool.claim(config)) is not None):
             # Started ahead, never used: the task's fence first, then the browser is its own.
-            self.egress = EgressProxy(config, label, directory=pooled.egress_dir)
+            self.egress = BrowserEgressProxy(config, label, directory=pooled.egress_dir)
             self.egress.fence(options.get("allowedDomains"))
             self.egress.chain(unseal(task.proxy_sealed))
             self.egress.new_refusals()  # Chromium's own start-up requests are not the first step's
@@ -114,7 +115,7 @@ class CloudBrowserEnvironment(BrowserEnvironment):
                 raise
         width, height = pool.window_size(config)
         # Started first and waited for last: Chromium starts while the proxy does.
-        self.egress = EgressProxy(config, label).start()
+        self.egress = BrowserEgressProxy(config, label).start()
         self.egress.fence(options.get("allowedDomains"))
         self.egress.chain(unseal(task.proxy_sealed))  # the caller's proxy, behind ours (app/egress/upstream.py)
         browser = None
@@ -144,12 +145,12 @@ class CloudBrowserEnvironment(BrowserEnvironment):
         """The browser this task's pause parked on this machine, taken back as it was; None: it was let go (or ran
         on another machine), and the run takes up the pause's snapshot in a fresh browser."""
         from workers.browser import parking, pool
-        from workers.browser.egress import EgressProxy
+        from workers.browser.egress import BrowserEgressProxy
 
         kept = parking.take(config, task.id)
         if kept is None:
             return None
-        self.egress = EgressProxy(config, label, directory=kept.egress_dir)  # the kept browser's, still running
+        self.egress = BrowserEgressProxy(config, label, directory=kept.egress_dir)  # the kept browser's, still running
         self.egress.fence((task.options or {}).get("allowedDomains"))
         self.egress.chain(unseal(task.proxy_sealed))
         self.egress.new_refusals()

@@ -7,7 +7,7 @@ from dataclasses import replace
 from urllib.parse import urljoin, urlsplit
 
 from app.crypto import unseal
-from app.dispatch import recordings
+from app.dispatch import recording_store
 from app.dispatch.service import stored_gif
 from app.lifecycle import takes_up_a_pause, waits_for_arrival
 from app.extensions import db
@@ -19,7 +19,7 @@ from .environment import MAX_OBSERVATION_CHARS, Environment
 from .loop import trace_entry
 from .secrets import unknown_placeholder
 
-from workers.browser import recording
+from workers.browser import rrweb
 from workers.browser.base import BrowserError
 
 log = logging.getLogger(__name__)
@@ -45,11 +45,11 @@ class BrowserEnvironment(Environment):
     """The web agent in a real browser. Drivers (Selenium, the extension) implement `workers.browser.base.Browser`;
     subclasses say how to get one (`start_browser`). With `generateGif` a screenshot follows each action; with
     `screenshots` (a vision model) one goes to the model beside each page view. A Selenium browser's run is
-    recorded (workers/browser/recording.py): the page's events are taken after each page view."""
+    recorded (workers/browser/rrweb.py): the page's events are taken after each page view."""
 
     screenshots = False  # set by the runner when the planner shows the model images (LLM_VISION)
     acted_on = None  # page.js's description of the element the last action acted on, or None
-    script_hook = None  # workers.replay.recorder.ScriptHook, set by the runner
+    script_hook = None  # workers.replay.script_hook.ScriptHook, set by the runner
     # The page the last page view read ({url, title}), until the next action starts: where a step planned on that
     # view starts (a replay script's step records it) without asking the browser again.
     viewed = None
@@ -66,7 +66,7 @@ class BrowserEnvironment(Environment):
         options = task.options or {}
         self.recorder = None
         if options.get("generateGif"):
-            from workers.browser.recorder import GifRecorder
+            from workers.browser.gif import GifRecorder
 
             self.recorder = GifRecorder(config["GIF_WIDTH"], config["GIF_MAX_FRAMES"])
             earlier = stored_gif(task.id) if waits_for_arrival(task) else None
@@ -85,14 +85,14 @@ class BrowserEnvironment(Environment):
         """A recording of the run, for a browser driven by Selenium (the extension's client mode has none)."""
         if getattr(self.browser, "driver", None) is None:
             return None
-        if why_not := recording.available(config):
+        if why_not := rrweb.available(config):
             log.info("task %s is not recorded: %s", self.task.id, why_not)
         else:
             try:
-                return recording.Recording(self.browser, config, config["TASK_TIMEOUT_SECONDS"])
+                return rrweb.Recording(self.browser, config, config["TASK_TIMEOUT_SECONDS"])
             except OSError:  # rrweb unreadable: a recording must never fail the task
                 log.warning("task %s is not recorded", self.task.id, exc_info=True)
-        recording.discard(self.browser)  # a pooled browser's recorder, added while it waited: none in the pages
+        rrweb.discard(self.browser)  # a pooled browser's recorder, added while it waited: none in the pages
         return None
 
     def start_browser(self, task, should_stop, config):
@@ -483,7 +483,7 @@ class BrowserEnvironment(Environment):
             events = self.recording.finish()
             if self.secrets is not None:  # the values in every form, then four characters of their other forms
                 events = self.secrets.mask_pieces(self.secrets.redact(events), keep=("tagName",))
-            recordings.store(self.task.id, events)
+            recording_store.store(self.task.id, events)
         except Exception:  # a recording must never fail the task
             log.warning("task %s: the recording could not be stored", self.task.id, exc_info=True)
 

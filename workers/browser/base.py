@@ -79,7 +79,7 @@ class Browser:
     def close_tab(self, index=None): raise NotImplementedError
 
     # reading
-    # -> PageReading, the view cut at max_chars. `drain` ((recorder name, drain arguments), recording.py `rider`):
+    # -> PageReading, the view cut at max_chars. `drain` ((recorder name, drain arguments), rrweb.py `rider`):
     # the run's recorder in the page's world drained in the same call, where the browser can (`recorded`).
     def read(self, max_chars=40000, drain=None): raise NotImplementedError
     def html(self): raise NotImplementedError

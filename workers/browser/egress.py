@@ -1,7 +1,7 @@
 """The browser's egress for the Selenium drivers: the proxy (app/egress/proxy.py), typed URLs, download prefs."""
 from urllib.parse import urlsplit
 
-from app.egress.proxy import HARDENING_ARGUMENTS, EgressProxy as _EgressProxy, ProxyFailed, our_proxies, reap_orphans
+from app.egress.proxy import HARDENING_ARGUMENTS, EgressProxy, ProxyFailed, our_proxies, reap_orphans
 
 from .base import BrowserUnavailable, NavigationRefused
 
@@ -45,7 +45,7 @@ def harden_chrome_options(options, proxy, download_dir):
 
 
 
-class EgressProxy(_EgressProxy):
+class BrowserEgressProxy(EgressProxy):
     """The shared proxy; a start failure is the browser's (the task ends as error saying why)."""
 
     def wait_ready(self, timeout=20):

@@ -11,7 +11,8 @@ from selenium.webdriver.remote.file_detector import LocalFileDetector
 from app.sandbox import box as sandbox, settings as browser_settings
 
 from .base import BrowserUnavailable
-from .selenium_driver import SeleniumBrowser, TrackedDriver, _reason
+from .launch import TrackedDriver, reason_of
+from .selenium_driver import SeleniumBrowser
 from .unix_connection import remote_connection
 
 
@@ -77,7 +78,7 @@ class KeptSessionBrowser(SeleniumBrowser):
                 self._recover_tab()
             self._emulate(self.current_handle())  # Runtime off (its launch turned it off too), the client hints
         except WebDriverException as exc:
-            raise BrowserUnavailable(f"The cloud browser session's browser is not reachable: {_reason(exc)}") from None
+            raise BrowserUnavailable(f"The cloud browser session's browser is not reachable: {reason_of(exc)}") from None
         except (urllib3.exceptions.HTTPError, OSError):
             # Its WebDriver endpoint is gone (a socket that no longer exists, a machine that does not answer):
             # no retry can help, so the task ends now with this, not after its lease expired three times.

@@ -39,7 +39,7 @@ TOKEN = "function () { return this.token; }"
 # serialization to carry: after a navigation, the settling's first question needs no call of its own.
 LOOKUP = f"({API} && ({API}.documentState = document.readyState), {API})"
 # A page.js call with the run's recorder drained in the same call: the recorder lives in the same world
-# (recording.py) under a name only the run knows, and its answer carries its own token, which the worker checks.
+# (rrweb.py) under a name only the run knows, and its answer carries its own token, which the worker checks.
 # One call instead of two after each action, and no second lookup of the world in a new document.
 CALL_DRAINING = """function (method, args, recorder, drainArgs) {
   var r = globalThis[recorder];

@@ -18,13 +18,14 @@ from app.live import state as live_state
 from app.sandbox import box as sandbox, processes as sandbox_processes, settings as browser_settings
 from app.sandbox.box import BrowserBox, HostUnavailable
 
-from . import recording
+from . import rrweb
 from .base import BrowserUnavailable
 from .egress import HARDENING_ARGUMENTS
 from .kept_session import attach
 from .page_script import PageScript
 from .unix_connection import remote_connection
-from .selenium_driver import SeleniumBrowser, _reason, browsers_dir, chrome_options, missing_browser, quiet_runtime
+from .launch import browsers_dir, chrome_options, missing_browser, quiet_runtime, reason_of
+from .selenium_driver import SeleniumBrowser
 from .world import World
 
 log = logging.getLogger(__name__)
@@ -296,14 +297,14 @@ def _new_session(config, box, proxy):
 
 
 def _add_recorder(config, driver):
-    """The task's recorder (workers/browser/recording.py), added to the tab's next documents (in the isolated world of
+    """The task's recorder (workers/browser/rrweb.py), added to the tab's next documents (in the isolated world of
     workers/browser/world.py) now rather than at the task's first action: a CDP call carrying rrweb's 77 KB source,
     off the task's path. Its name and token are drawn here and never reach a page. No deadline: the browser ends with
     its one task. None when recordings are off here: no recorder in its pages, as in a cold browser's."""
-    if recording.available(config):
+    if rrweb.available(config):
         return None
-    name, token = recording.new_names()
-    source = recording.recorder_source(config["RRWEB_DIR"], name, token, until=0, budget=recording.max_bytes(config))
+    name, token = rrweb.new_names()
+    source = rrweb.recorder_source(config["RRWEB_DIR"], name, token, until=0, budget=rrweb.max_bytes(config))
     return {"name": name, "token": token, "identifier": World(driver).add(source)}
 
 
@@ -351,7 +352,7 @@ class PooledBrowser(SeleniumBrowser):
             log.warning("pooled browser %s did not answer at its takeover: destroyed, not used",
                         os.path.basename(pooled.directory))
             self.close()
-            raise BrowserUnavailable(f"The pooled browser could not be taken over: {_reason(exc)}") from None
+            raise BrowserUnavailable(f"The pooled browser could not be taken over: {reason_of(exc)}") from None
         except BaseException:
             self.close()
             raise

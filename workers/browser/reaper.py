@@ -5,7 +5,7 @@ from app.sandbox import processes as sandbox_processes
 from app.sessions.browsers import sessions_root
 
 from .pool import pool_root
-from .selenium_driver import browsers_dir
+from .launch import browsers_dir
 
 
 def our_browser_processes(var_dir):

@@ -10,12 +10,12 @@ from functools import lru_cache
 
 from selenium.common.exceptions import WebDriverException
 
-from app.dispatch.recordings import STEP_TAG, TRUNCATED_TAG
+from app.dispatch.recording_store import STEP_TAG, TRUNCATED_TAG
 
 from .world import World, WorldError
 
 log = logging.getLogger(__name__)
-BOOTSTRAP = os.path.join(os.path.dirname(__file__), "recording.js")
+BOOTSTRAP = os.path.join(os.path.dirname(__file__), "rrweb.js")
 MAX_PAGE_EVENTS = 200_000  # events one page holds undrained before it stops recording
 CHUNK_CHARS = 1 << 20  # what one drain call brings into the worker at most (one event at least)
 CUSTOM_EVENT = 5  # rrweb's event type of a custom event: a step marker (tagged STEP_TAG), the worker's only
@@ -74,7 +74,7 @@ def max_bytes(config):
 
 
 def recorder_source(rrweb_dir, name, token, until, budget):
-    """The script each recorded document runs in the world: rrweb and recording.js under `name` with `token`,
+    """The script each recorded document runs in the world: rrweb and rrweb.js under `name` with `token`,
     recording until `until` (ms since the epoch; 0: until the browser ends), keeping at most `budget` characters."""
     rrweb, bootstrap = _sources(rrweb_dir)
     # The UMD bundle sees a local `module`, so rrweb never becomes a global, even of the world. Only a tab's top document

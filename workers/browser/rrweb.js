@@ -1,4 +1,4 @@
-// The page side of a run's recording (workers/browser/recording.py), run at the start of every document of the tab
+// The page side of a run's recording (workers/browser/rrweb.py), run at the start of every document of the tab
 // in the isolated world of workers/browser/world.py: it shares the page's DOM, and none of its JavaScript, so a page
 // can neither reach the recorder nor replace what it uses (JSON, Array, Object are the world's own). rrweb's events
 // are serialised as they come, held up to the run's byte budget (past it the recorder stops and says so), and taken

@@ -10,7 +10,7 @@ from ..models import TaskRecording, now_plus
 from .queries import get_task
 
 FORMAT = "rrweb"
-STEP_TAG = "step"  # the custom event the worker adds as each action starts (workers/browser/recording.py)
+STEP_TAG = "step"  # the custom event the worker adds as each action starts (workers/browser/rrweb.py)
 TRUNCATED_TAG = "truncated"  # the custom event the worker adds where the run's RECORDING_MAX_BYTES ran out
 
 
