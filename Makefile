@@ -73,7 +73,7 @@ run: $(STAMP) browser-or-warn rrweb-or-warn $(RUN_NEEDS)
 TEST_WORKERS ?= 4
 test: $(TEST_STAMP) $(LLM_STAMP) $(EVAL_STAMP) services browser prometheus extension sdk grid-jar rrweb detectors
 	@start=$$(date +%s); \
-	TEST_PHASE=parallel SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile \
+	TEST_PHASE=parallel SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  $(PYTEST_ARGS); parallel=$$?; \
 	TEST_PHASE=alone SELENIUM_SERVER_JAR=$(SELENIUM_JAR) $(BIN)/pytest $(PYTEST_ARGS); alone=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s wall; parallel phase exit $$parallel, alone phase exit $$alone"; \
