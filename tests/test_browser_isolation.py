@@ -11,6 +11,7 @@ import pytest
 
 from app.sandbox import processes as sandbox_processes
 from app.sessions import browsers
+from config import settings
 from tests.conftest import submit, wait_until
 from tests.devtools import devtools_websocket
 from tests.page_server import PageServer
@@ -35,8 +36,10 @@ def site():
     canary_file = os.path.join(var_dir, "canary")
     with open(canary_file, "w") as out:
         out.write(SECRET)
-    config = {"VAR_DIR": var_dir, "CHROMIUM_PATH": "/usr/bin/chromium", "CHROMEDRIVER_PATH": "/usr/bin/chromedriver",
-              "EGRESS_ALLOW_HOSTS": [pages.url("/").split("/")[2]]}  # strict: the page server only
+    # Strict: the page server only (the suite's ALLOW_PRIVATE_URLS turned back off).
+    config = {**settings.load(), "VAR_DIR": var_dir, "CHROMIUM_PATH": "/usr/bin/chromium",
+              "CHROMEDRIVER_PATH": "/usr/bin/chromedriver", "ALLOW_PRIVATE_URLS": False,
+              "EGRESS_ALLOW_HOSTS": [pages.url("/").split("/")[2]]}
     yield pages, canary, canary_file, config
     pages.close()
     canary.close()
