@@ -10,6 +10,12 @@ class ErrorSchema(ma.Schema):
     message = ma.fields.String(required=True, metadata={"description": "What went wrong, for a person"})
 
 
+# The descriptions of the error responses every blueprint documents alike.
+RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
+TOO_LARGE = "Request body larger than MAX_BODY_BYTES"
+NOT_JSON = "A body without Content-Type: application/json"
+
+
 class SchemaExtras(BasePlugin):
     """Adds a marshmallow schema's `OPENAPI_EXTRAS` (object-level JSON Schema such as `anyOf`, which
     field metadata cannot express) to its component, so the document says what validation does."""

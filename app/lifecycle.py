@@ -13,7 +13,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from .metrics import events as metrics
 from .bounds import bounded_response, bounded_trace, truncate
-from .dispatch.queries import NO_USAGE, isoformat
+from .task_queries import NO_USAGE, isoformat
 from .extensions import db
 from .models import Task, now, now_plus
 from .schedules.runs import record_outcome

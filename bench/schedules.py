@@ -5,7 +5,6 @@ as many tasks submitted at once, MINUTES times. Both are the database clock (cre
 On the test services, with a database and vhost of its own:
 `BENCH_DB=... BENCH_VHOST=... .venv/bin/python -m bench.schedules` (`SCHEDULES=` default 8, `MINUTES=` default 2)."""
 import os
-import time
 
 import tests.conftest as suite  # the test services' settings, as the suite sets them, and its migrated app
 from bench.common import percentile, say

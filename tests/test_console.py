@@ -20,7 +20,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app import lifecycle
 from app.sandbox.box import unprivileged_chromedriver
-from app.dispatch import queries, service as dispatch_service
+from app import task_queries
+from app.dispatch import service as dispatch_service
 from tests.conftest import ROOT, WorkerProcess, make_key
 from tests.processes import WebProcess
 
@@ -320,7 +321,7 @@ def test_a_form_post_without_the_csrf_token_is_refused(live, key):
     forged = http.post(live.base + "/console/tasks/new",
                        data={"prompt": "answer forged", "executionMode": "cloud", "csrf_token": "x" * 43})
     assert forged.status_code == 403
-    assert queries.task_page(key_row(key).id)["tasks"] == []
+    assert task_queries.task_page(key_row(key).id)["tasks"] == []
     # Behind an https proxy the cookie is Secure.
     via_proxy = requests.get(live.base + "/console/signin", headers={"X-Forwarded-Proto": "https"})
     assert "Secure" in via_proxy.headers["Set-Cookie"] and "SameSite=Lax" in via_proxy.headers["Set-Cookie"]

@@ -13,7 +13,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app import lifecycle
 from app.agents import split_prefix
-from app.dispatch.publish import dispatch
+from app.task_publish import dispatch
 from app.codes import service as codes
 from app.credentials import service as credentials
 from app.credentials.placeholders import arrivals, placeholder_text

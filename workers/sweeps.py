@@ -11,7 +11,7 @@ from sqlalchemy import and_, delete, or_, select
 from app import lifecycle
 from app.codes import service as codes
 from app.dispatch import recording_store
-from app.dispatch.publish import dispatch
+from app.task_publish import dispatch
 from app.files import service as files
 from app.profiles import service as profiles
 from app.schedules import service as schedules

@@ -2,6 +2,7 @@
 from flask import g
 from flask.views import MethodView
 
+from ..api import RATE_LIMITED
 from ..auth import require_api_key
 from ..parsing import Blueprint
 from ..ratelimits import requests_limit
@@ -12,7 +13,6 @@ blp = Blueprint("codes", __name__, url_prefix="/fast/v2",
                 description="One-time codes and sign-in links that arrive by email or SMS, for the tasks waiting "
                             "for them (`${code:ADDRESS}`, `go to ${link:ADDRESS}`).")
 blp.before_request(require_api_key)
-RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
 
 
 @blp.route("/codes")

@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from ..dispatch.schemas import FullMatch, LenientSchema
+from ..schema_base import FullMatch, LenientSchema
 
 IDENTIFIER = FullMatch(r"^[^\s{}]{1,320}$", error="an identifier is an email address or a phone number: 1 to "
                                                          "320 characters, no spaces or braces.")

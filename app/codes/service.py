@@ -8,8 +8,8 @@ from sqlalchemy.exc import IntegrityError
 
 from ..credentials.placeholders import arrivals, normalise
 from ..crypto import seal, unseal
-from ..dispatch.publish import dispatch
-from ..dispatch.queries import isoformat
+from ..task_publish import dispatch
+from ..task_queries import isoformat
 from ..errors import ApiError, invalid
 from ..extensions import db
 from ..models import CodeAddress, CodeMessage, Task, now_plus

@@ -1,6 +1,6 @@
 """The task console: server-rendered pages at /console where a person signs in with an API key
 and sees, starts and steers that key's tasks. Pages read and write through the same service
-functions as the API (app/dispatch/service.py and queries.py, app/webhooks/service.py)."""
+functions as the API (app/dispatch/service.py, app/task_queries.py, app/webhooks/service.py)."""
 from flask import Blueprint
 
 from ..crypto import derive_key

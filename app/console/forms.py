@@ -3,6 +3,7 @@ import json
 
 from marshmallow import ValidationError
 
+from .. import schema_base, task_results
 from ..dispatch import schemas as dispatch_schemas
 from ..errors import _flatten
 
@@ -15,7 +16,7 @@ ECHOED = ("prompt", "executionMode", "browserWindowId", "responseFormat", "callb
 def list_filters(args):
     """The Tasks page's query string as task_page() arguments, and problems to show."""
     query, problems = {}, []
-    if args.get("status") in dispatch_schemas.STATUSES:
+    if args.get("status") in task_results.STATUSES:
         query["status"] = args["status"]
     if args.get("mode") in dispatch_schemas.EXECUTION_MODES:
         query["mode"] = args["mode"]
@@ -23,7 +24,7 @@ def list_filters(args):
         query["search"] = args["q"].strip()[:200]
     if args.get("cursor"):
         try:
-            query["cursor"] = dispatch_schemas.Cursor().deserialize(args["cursor"])
+            query["cursor"] = schema_base.Cursor().deserialize(args["cursor"])
         except ValidationError:
             problems.append("That page link is not valid any more; showing the newest tasks.")
     return query, problems

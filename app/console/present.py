@@ -2,7 +2,8 @@
 import json
 from datetime import datetime, timezone
 
-from ..dispatch import queries, recording_store
+from .. import task_queries
+from ..dispatch import recording_store
 from ..scripts.format import as_text, secrets_of
 from ..windows.service import list_windows
 
@@ -31,7 +32,7 @@ def row(task):
     badge, label = _badge(task)
     return {"id": task.id, "status": task.status, "badge": badge, "statusLabel": label,
             "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt[:300],
-            "createdAt": queries.isoformat(task.created_at), "actions": (task.usage or {}).get("actions", len(task.trace or [])),
+            "createdAt": task_queries.isoformat(task.created_at), "actions": (task.usage or {}).get("actions", len(task.trace or [])),
             "elapsedSeconds": _elapsed(task), "active": task.status in ACTIVE,
             "replay": bool((task.options or {}).get("replay"))}
 
@@ -115,14 +116,14 @@ def task(task):
         "id": task.id, "status": task.status, "badge": badge, "statusLabel": label,
         "mode": task.execution_mode, "agent": task.agent, "prompt": task.prompt,
         "browserWindowId": task.browser_window_id,
-        "createdAt": queries.isoformat(task.created_at), "startedAt": queries.isoformat(task.started_at),
-        "completedAt": queries.isoformat(task.completed_at), "elapsedSeconds": _elapsed(task),
+        "createdAt": task_queries.isoformat(task.created_at), "startedAt": task_queries.isoformat(task.started_at),
+        "completedAt": task_queries.isoformat(task.completed_at), "elapsedSeconds": _elapsed(task),
         "actions": usage.get("actions", 0), "credits": usage.get("credits", 0),
         "output": _output(task),
         "trace": [_step(e) for e in (task.trace or [])],
         "question": question, "inputId": (hitl or {}).get("inputId"),
         "canCancel": task.status in ACTIVE, "canAnswer": task.status == "input-required" and (hitl or {}).get("type") != "arrival",
-        "hasGif": task.status not in ACTIVE and queries.task_gif(task.api_key_id, task.id) is not None,
+        "hasGif": task.status not in ACTIVE and task_queries.task_gif(task.api_key_id, task.id) is not None,
         "hasRecording": recording_store.exists(task.id),
         "schema": ((task.options or {}).get("responseFormat") or {}).get("jsonSchema"),
         "callbackUrl": task.callback_url,
@@ -132,7 +133,7 @@ def task(task):
 
 
 def gif(api_key_id, task_id):
-    return queries.task_gif(api_key_id, task_id)  # 404 for another key's task
+    return task_queries.task_gif(api_key_id, task_id)  # 404 for another key's task
 
 
 def windows(api_key_id):
@@ -143,5 +144,5 @@ def windows(api_key_id):
 
 
 def window_with_tasks(api_key_id, window):
-    recent = queries.task_page(api_key_id, window=window["id"], limit=5)["tasks"]
+    recent = task_queries.task_page(api_key_id, window=window["id"], limit=5)["tasks"]
     return {**window, "recentTasks": [row(t) for t in recent]}

@@ -7,10 +7,10 @@ from flask import (Response, abort, current_app, flash, g, jsonify, redirect, re
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from .. import schema_base, task_queries, task_results
 from ..codes import service as codes
 from ..credentials import service as stored_credentials
-from ..dispatch import schemas as dispatch_schemas
-from ..dispatch import queries, recording_store, service as tasks
+from ..dispatch import recording_store, schemas as dispatch_schemas, service as tasks
 from ..errors import ApiError
 from ..files import serving, service as files
 from ..live import service as live
@@ -113,11 +113,11 @@ def task_list():
     query, problems = forms.list_filters(request.args)
     for problem in problems:
         flash(problem, "error")
-    page = queries.task_page(g.api_key.id, limit=PAGE_SIZE, **query)
-    next_cursor = dispatch_schemas.Cursor()._serialize(page["nextCursor"], None, None)
+    page = task_queries.task_page(g.api_key.id, limit=PAGE_SIZE, **query)
+    next_cursor = schema_base.Cursor()._serialize(page["nextCursor"], None, None)
     more = {k: v for k, v in request.args.items() if k in ("status", "mode", "q") and v}
     return render_template("console/tasks.html", key=g.api_key, rows=[present.row(t) for t in page["tasks"]],
-                           filters=request.args, statuses=dispatch_schemas.STATUSES,
+                           filters=request.args, statuses=task_results.STATUSES,
                            modes=dispatch_schemas.EXECUTION_MODES,
                            next_url=url_for("console.task_list", cursor=next_cursor, **more) if next_cursor else None,
                            first_url=url_for("console.task_list", **more) if request.args.get("cursor") else None)
@@ -130,7 +130,7 @@ def task_list_progress():
     rows = []
     for task_id in request.args.getlist("id")[:100]:
         try:
-            rows.append(present.row(queries.get_task(g.api_key.id, task_id)))
+            rows.append(present.row(task_queries.get_task(g.api_key.id, task_id)))
         except ApiError:
             continue
     return jsonify({"tasks": rows})
@@ -142,7 +142,7 @@ def task_list_progress():
 def new_task():
     windows = present.windows(g.api_key.id)
     if request.method == "GET":
-        values = forms.prefill(queries.get_task(g.api_key.id, request.args["from"])) if request.args.get("from") else {}
+        values = forms.prefill(task_queries.get_task(g.api_key.id, request.args["from"])) if request.args.get("from") else {}
         return render_template("console/new.html", key=g.api_key, values=values, errors={}, windows=windows,
                                modes=dispatch_schemas.EXECUTION_MODES)
     data, errors = forms.submit_body(request.form)
@@ -170,7 +170,7 @@ def new_task():
 @blp.route("/tasks/<task_id>")
 @signed_in
 def task_page(task_id):
-    task = queries.get_task(g.api_key.id, task_id)
+    task = task_queries.get_task(g.api_key.id, task_id)
     return render_template("console/task.html", key=g.api_key, task=present.task(task), live=_live(task),
                            deliveries=webhooks.delivery_log(g.api_key.id, task_id)["deliveries"])
 
@@ -187,7 +187,7 @@ def _live(task):
 @signed_in
 @polls_limit
 def task_state(task_id):
-    state = present.task(queries.get_task(g.api_key.id, task_id))
+    state = present.task(task_queries.get_task(g.api_key.id, task_id))
     state["deliveries"] = webhooks.delivery_log(g.api_key.id, task_id)["deliveries"]
     return jsonify(state)
 
@@ -197,7 +197,7 @@ def task_state(task_id):
 @polls_limit
 def task_file(task_id, key):
     """A file the task's browser downloaded, as GET /fast/v2/files/{key} serves it (the signed-in key's only)."""
-    queries.get_task(g.api_key.id, task_id)
+    task_queries.get_task(g.api_key.id, task_id)
     return serving.served(files.owned_file(g.api_key.id, key))
 
 
@@ -224,7 +224,7 @@ def task_recording(task_id):
 @blp.route("/tasks/<task_id>/player")
 @signed_in
 def task_player(task_id):
-    task = present.task(queries.get_task(g.api_key.id, task_id))
+    task = present.task(task_queries.get_task(g.api_key.id, task_id))
     g.csp = PLAYER_CSP
     return render_template("console/player.html", task=task)
 
@@ -303,7 +303,7 @@ def windows():
 def schedules_page():
     shown = schedules.list_schedules(g.api_key.id, limit=100)["schedules"]
     for schedule in shown:
-        schedule["recentRuns"] = queries.list_tasks(g.api_key.id, limit=5, scheduleId=schedule["scheduleId"])["responses"]
+        schedule["recentRuns"] = task_queries.list_tasks(g.api_key.id, limit=5, scheduleId=schedule["scheduleId"])["responses"]
     return render_template("console/schedules.html", key=g.api_key, schedules=shown)
 
 

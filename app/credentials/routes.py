@@ -2,6 +2,7 @@
 from flask import g
 from flask.views import MethodView
 
+from ..api import RATE_LIMITED
 from ..auth import require_api_key
 from ..parsing import Blueprint
 from ..ratelimits import requests_limit
@@ -12,7 +13,6 @@ blp = Blueprint("credentials", __name__, url_prefix="/fast/v2",
                 description="Stored credentials: sign-ins a task types by name (`${cred:NAME.password}`), only "
                             "into pages on their sites; the model and every response see the name alone.")
 blp.before_request(require_api_key)
-RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
 NOT_FOUND = "No credential of that name for this key"
 
 

@@ -3,7 +3,7 @@ import marshmallow as ma
 from marshmallow import ValidationError, fields, validate, validates, validates_schema
 
 from .. import totp
-from ..dispatch.schemas import FullMatch, LenientSchema
+from ..schema_base import FullMatch, LenientSchema
 from .placeholders import site_problem
 
 NAME_RULE = "1 to 100 characters: letters, digits, '_' and '-', starting with a letter or a digit"

@@ -7,7 +7,7 @@ from sqlalchemy import delete, insert, select
 
 from ..extensions import db
 from ..models import TaskRecording, now_plus
-from .queries import get_task
+from ..task_queries import get_task
 
 FORMAT = "rrweb"
 STEP_TAG = "step"  # the custom event the worker adds as each action starts (workers/browser/rrweb.py)

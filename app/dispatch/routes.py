@@ -2,23 +2,22 @@
 from flask import Response, g, jsonify
 from flask.views import MethodView
 
+from ..api import NOT_JSON, RATE_LIMITED, TOO_LARGE
 from ..auth import require_api_key
 from ..errors import ApiError
 from ..parsing import Blueprint
 from ..ratelimits import polls_limit, requests_limit
-from . import queries, recording_store, service
+from .. import task_queries
+from . import recording_store, service
+from ..task_results import RecordingSchema, TaskResultSchema
 from .schemas import (
-    AcceptedSchema, InputAnswerSchema, ListQuerySchema, RecordingSchema, SubmitHeadersSchema, SubmitSchema,
-    TaskListSchema, TaskResultSchema, WaitTimeoutSchema,
+    AcceptedSchema, InputAnswerSchema, ListQuerySchema, SubmitHeadersSchema, SubmitSchema, TaskListSchema,
+    WaitTimeoutSchema,
 )
 
 blp = Blueprint("remote-dispatch", __name__, url_prefix="/fast/v2",
                 description="Submit automation tasks and read their results.")
 blp.before_request(require_api_key)
-
-RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
-TOO_LARGE = "Request body larger than MAX_BODY_BYTES"
-NOT_JSON = "A body without Content-Type: application/json"
 
 
 def _task_link(path, method, description):
@@ -82,7 +81,7 @@ class TaskList(MethodView):
 
         Newest first; follow `nextCursor` for older ones.
         """
-        return queries.list_tasks(g.api_key.id, **query)
+        return task_queries.list_tasks(g.api_key.id, **query)
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>")
@@ -94,7 +93,7 @@ class Result(MethodView):
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def get(self, request_id):
         """Get a task's status and result"""
-        return queries.result(queries.get_task(g.api_key.id, request_id))
+        return task_queries.result(task_queries.get_task(g.api_key.id, request_id))
 
 
 @blp.route("/remote-dispatch/responses/<string:request_id>/gif")
@@ -107,7 +106,7 @@ class Gif(MethodView):
     @blp.alt_response(429, schema="Error", description=RATE_LIMITED)
     def get(self, request_id):
         """Get the GIF recording of a task (generateGif)"""
-        data = queries.task_gif(g.api_key.id, request_id)
+        data = task_queries.task_gif(g.api_key.id, request_id)
         if data is None:
             raise ApiError(404, "GIF Not Found", f"The request '{request_id}' has no GIF recording "
                            "(submit with generateGif: true in a browser mode; it is stored when the task ends).")

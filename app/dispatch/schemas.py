@@ -1,108 +1,33 @@
-"""Request and response schemas of the remote-dispatch endpoints."""
+"""Request schemas of the remote-dispatch endpoints (submit, answer, list) and the few responses of their own; what
+other blueprints share is below them (app/schema_base.py, app/browser_options.py, app/task_results.py)."""
 import difflib
 import re
-from datetime import datetime, timedelta, timezone
-from zoneinfo import available_timezones
 
 import jsonschema
 import marshmallow as ma
 from flask import current_app
-from marshmallow import EXCLUDE, ValidationError, fields, post_load, pre_load, validate, validates, validates_schema
+from marshmallow import ValidationError, fields, pre_load, validate, validates, validates_schema
 
 from .. import json_schemas, schema_cost, totp
 from ..api import ErrorSchema
-from ..egress import upstream
-from ..egress.policy import Policy, Unresolvable, UnsafeUrl, host_pattern, normalise
-from ..sandbox import settings as browser_settings
+from ..browser_options import ZONES, BrowserSettingsSchema, ProfileOptionSchema, ProxySchema
+from ..egress.policy import UnsafeUrl, host_pattern
+from ..schema_base import CURSOR_PATTERN, HEADER_VALUE, HTTPS_URL, Cursor, LenientSchema, StrictBoolean, check_outbound
 from ..scripts.format import ELEMENTS, RECORDED
+from ..task_results import STATUSES, TaskResultSchema
+from .mcp_schemas import McpServerSchema, mcp_namespace
 
 EXECUTION_MODES = ("client", "cloud", "cloud_browser")
-STATUSES = ("pending", "success", "error", "input-required")
-# What HTTP/1.1 can carry in a field value (RFC 9110 §5.5: visible chars, SP, HTAB, obs-text).
-HEADER_VALUE = re.compile(r"(?:[\x21-\x7e\x80-\xff][\x20\x21-\x7e\x80-\xff\t]*)?")
 CALLBACK_HEADER = re.compile(r"^(authorization|x-[!#$%&'*+.^_`|~0-9a-z-]+)$", re.IGNORECASE)
 
-# URL patterns the document states and validation applies (re.fullmatch), so the two agree: a host
-# name or IPv4 address (no userinfo, no IPv6 literal), an optional port in range, then anything.
-_PORT = r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
-# (Explicit classes, not \S: Python and JSON Schema (ECMA) regexes disagree on what is whitespace.)
-_HOST_PORT_REST = r"[A-Za-z0-9.-]+" + _PORT + r"([/?#][^\u0000-\u0020\u007f]*)?$"
-HTTPS_URL = r"^https://" + _HOST_PORT_REST
-HTTP_URL = r"^https?://" + _HOST_PORT_REST
-ONE_LINE = r"^[^\r\n]*$"
-ZONES = frozenset(available_timezones())
 # Submit fields that are not ours by name but are sent: the narada SDK's and older clients' names for fields of
 # ours (SubmitSchema._accept_sdk_aliases), and fields the SDK sends that this service does not use.
 SENT_BY_CLIENTS = frozenset({"saveScreenshots", "attachment", "sessionId", "executionTraceContext",
                              "userResourceCredentials", "vectorStores", "criticContext"})
 
 
-class FullMatch(validate.Regexp):
-    """`validate.Regexp` over the whole text: re.match with `$` would accept a final "\\n" ("work\\n")."""
-
-    def __call__(self, value):
-        if self.regex.fullmatch(value) is None:
-            raise ValidationError(self._format_error(value))
-        return value
-
-
-class LenientSchema(ma.Schema):
-    """Unknown fields are ignored, as the contract promises; NUL characters are refused; documented patterns hold."""
-
-    class Meta:
-        unknown = EXCLUDE
-
-    @pre_load
-    def _no_nul_characters(self, data, **_):
-        """Postgres text cannot hold U+0000: refuse it here (400) rather than fail at the insert.
-        Only the schema's own fields: unknown ones are ignored, whatever they hold."""
-        if isinstance(data, dict):
-            known = {field.data_key or name for name, field in self.load_fields.items()}
-            for name, value in data.items():
-                if name in known and _has_nul(value):
-                    if name == "callbackHeaders" and isinstance(value, dict) and not _has_nul(list(value)):
-                        # a header value: a 400 naming the header, like its other unsendable values
-                        name += "." + next(k for k, v in value.items() if _has_nul(v))
-                    raise ValidationError("must not contain NUL characters (\\u0000).", name)
-        return data
-
-    @validates_schema
-    def _documented_patterns(self, data, **_):
-        """A field's documented `pattern` is matched in full (re.fullmatch: `$` alone accepts a final "\\n"), so
-        the document and validation agree; a field's own validator, where it has one, has said why first."""
-        errors = {}
-        for name, field in self.load_fields.items():
-            pattern, value = field.metadata.get("pattern"), data.get(name)
-            if isinstance(pattern, str) and isinstance(value, str) and re.fullmatch(pattern, value) is None:
-                errors[field.data_key or name] = ["does not have the documented form (the pattern " + pattern + ")."]
-        if errors:
-            raise ValidationError(errors)
-
-
-def _has_nul(value):
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
 class AttachmentSchema(LenientSchema):
     key = fields.String(required=True, validate=validate.Length(min=1))
-
-
-class StrictBoolean(fields.Boolean):
-    """JSON true or false only (marshmallow would also take "yes", 1, "on", ...), as documented."""
-
-    truthy = {True}
-    falsy = {False}
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, bool):  # 0 and 1 are in {False} and {True}: equal and of the same hash
-            raise self.make_error("invalid")
-        return value
 
 
 class ResponseFormatSchema(LenientSchema):
@@ -132,156 +57,6 @@ class ResponseFormatSchema(LenientSchema):
 class ChatMessageSchema(LenientSchema):
     role = fields.String(required=True, validate=validate.OneOf(["user", "assistant", "system"]))
     content = fields.String(required=True)
-
-
-MCP_AUTH_TYPES = ("none", "bearer-token", "custom-headers")
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
-# Headers the HTTP client and the MCP transport set themselves.
-RESERVED_HEADERS = {"host", "content-length", "content-type", "transfer-encoding", "connection", "accept",
-                    "mcp-session-id", "mcp-protocol-version", "last-event-id"}
-
-
-def _any_case(word):
-    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
-
-
-# HEADER_NAME, and none of RESERVED_HEADERS in any letter case (the document's form of _is_header_name).
-CUSTOM_HEADER_NAME = (r"^(?!(" + "|".join(_any_case(h) for h in sorted(RESERVED_HEADERS)) + r")$)"
-                      r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
-
-
-class CustomHeaderSchema(LenientSchema):
-    key = fields.String(required=True, metadata={"pattern": CUSTOM_HEADER_NAME})
-    value = fields.String(required=True, validate=validate.Length(max=8000),
-                          metadata={"pattern": ONE_LINE})
-
-    @validates("key")
-    def _is_header_name(self, value, **_):
-        if not HEADER_NAME.fullmatch(value):
-            raise ValidationError(f"{value!r} is not an HTTP header name.")
-        if value.lower() in RESERVED_HEADERS:
-            raise ValidationError(f"the header {value!r} is set by the MCP client and cannot be sent.")
-
-    @validates_schema
-    def _one_line(self, data, **_):
-        if any(c in data.get("value", "") for c in "\r\n"):
-            raise ValidationError("header values must be one line.", "value")
-
-
-class McpAuthenticationSchema(LenientSchema):
-    type = fields.String(required=True, validate=validate.OneOf(
-        MCP_AUTH_TYPES, error="type must be one of none, bearer-token, custom-headers."))
-    bearerToken = fields.String(allow_none=True, validate=validate.Length(min=1, max=8000),
-                                metadata={"pattern": ONE_LINE})
-    # The document's form of _credentials_for_type.
-    OPENAPI_EXTRAS = {"anyOf": [
-        {"title": "no credentials", "required": ["type"],
-         "properties": {"type": {"type": "string", "enum": ["none"]}}},
-        {"title": "a bearer token", "required": ["type", "bearerToken"], "properties": {
-            "type": {"type": "string", "enum": ["bearer-token"]},
-            "bearerToken": {"type": "string", "minLength": 1, "maxLength": 8000, "pattern": ONE_LINE}}},
-        {"title": "custom headers", "required": ["type", "customHeaders"], "properties": {
-            "type": {"type": "string", "enum": ["custom-headers"]},
-            "customHeaders": {"type": "array", "minItems": 1, "maxItems": 20}}},
-    ]}
-    customHeaders = fields.List(fields.Nested(CustomHeaderSchema), allow_none=True,
-                                validate=validate.Length(max=20))
-
-    @validates_schema
-    def _credentials_for_type(self, data, **_):
-        kind = data.get("type")
-        if kind == "bearer-token" and not data.get("bearerToken"):
-            raise ValidationError("bearerToken is required when type is 'bearer-token'.", "bearerToken")
-        if kind == "bearer-token" and any(c in data["bearerToken"] for c in "\r\n"):
-            raise ValidationError("bearerToken must be one line.", "bearerToken")
-        if kind == "custom-headers" and not data.get("customHeaders"):
-            raise ValidationError("customHeaders (a list of {key, value}) is required when type is "
-                                  "'custom-headers'.", "customHeaders")
-
-
-
-
-def mcp_namespace(label, index):
-    """The prefix of a server's tool names: its label in ^[A-Za-z0-9_-]+$ (model tool-name rules)."""
-    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "_", (label or "").strip()).strip("_")[:30]
-    return cleaned or f"mcp{index + 1}"
-
-
-def _check_outbound(url, schemes, pattern, what):
-    """The documented `pattern`, then app.egress's checks at submit time: forms parsers disagree on
-    always; the addresses unless private URLs are allowed (then names need not resolve yet)."""
-    if not re.fullmatch(pattern, url):
-        if url.lower().startswith(tuple(f"{scheme}://" for scheme in schemes)):
-            try:
-                normalise(url, schemes)
-            except UnsafeUrl as exc:  # a URL of the right scheme: say why, when the egress parser knows
-                raise ValidationError(f"{what} ({exc}).") from None
-        raise ValidationError(f"{what}.")
-    try:
-        if current_app.config["ALLOW_PRIVATE_URLS"]:
-            normalise(url, schemes)
-        else:
-            Policy.from_config(current_app.config).check_url(url, schemes)
-    except UnsafeUrl as exc:
-        raise ValidationError(f"{exc}.") from None
-
-
-class McpServerSchema(LenientSchema):
-    url = fields.String(required=True, validate=validate.Length(min=1, max=2000), metadata={
-        "pattern": HTTP_URL,
-        "description": "The server's URL. A host that is not a valid name or a canonical address (an IPv4 "
-                       "address other than a.b.c.d, such as 127.1) is refused (400), as are hosts that resolve to "
-                       "non-public addresses."})
-    label = fields.String(allow_none=True, validate=validate.Length(max=100))
-    description = fields.String(allow_none=True, validate=validate.Length(max=2000))
-    authentication = fields.Nested(McpAuthenticationSchema, allow_none=True)
-    selectedTools = fields.List(fields.String(validate=validate.Length(min=1, max=200)), allow_none=True)
-
-    @validates("url")
-    def _is_http_url(self, value, **_):
-        if re.fullmatch(r"https?://[^/?#]*@.*", value):
-            raise ValidationError("url must not carry credentials; use authentication.")
-        _check_outbound(value, ("http", "https"), HTTP_URL,  # and again at each connection
-                        "url must be an http:// or https:// URL of an MCP server (a host name or IPv4 address)")
-
-
-class ProxySchema(LenientSchema):
-    """The caller's own proxy (app/egress/upstream.py): the browser's traffic leaves through it, behind the egress
-    proxy, whose fences apply to every destination first."""
-    server = fields.String(required=True, validate=validate.Length(min=1, max=300), metadata={
-        "description": "http://host:port, https://host:port (TLS to the proxy) or socks5://host:port; the port "
-                       "given, no path, no credentials in it. Its address passes the outbound policy as any: a "
-                       "private address is refused (400) unless the instance allows it"})
-    username = fields.String(allow_none=True, validate=validate.Length(min=1, max=upstream.MAX_CREDENTIAL_CHARS),
-                             metadata={"description": "Basic (HTTP) or RFC 1929 (SOCKS5) user name; no ':'"})
-    password = fields.String(allow_none=True, validate=validate.Length(max=upstream.MAX_CREDENTIAL_CHARS),
-                             metadata={"description": "Kept encrypted; never in a trace, log, recording or poll"})
-
-    @validates("server")
-    def _is_proxy_address(self, value, **_):
-        try:
-            _, host, port = upstream.parse_server(value)
-        except upstream.InvalidProxy as exc:
-            raise ValidationError(str(exc).removeprefix("proxy.server ")) from None
-        if current_app.config["ALLOW_PRIVATE_URLS"]:
-            return
-        try:  # decided now where it can be; the egress proxy checks it again at each connection
-            Policy.from_config(current_app.config).check_host(host, port)
-        except Unresolvable:  # maybe not yet, or not from the web machine: the task says why if it stays so
-            return
-        except UnsafeUrl as exc:
-            raise ValidationError(f"{exc}.") from None
-
-    @validates_schema
-    def _sendable_credentials(self, data, **_):
-        for name in ("username", "password"):
-            if any(ord(c) < 0x20 or ord(c) == 0x7f for c in data.get(name) or ""):
-                raise ValidationError(f"{name} must not contain control characters.", name)
-        if ":" in (data.get("username") or ""):
-            raise ValidationError("username must not contain ':' (Basic credentials are user:password).",
-                                  "username")
-        if data.get("password") and not data.get("username"):
-            raise ValidationError("a password needs a username.", "username")
 
 
 STEP_ACTIONS = RECORDED + ("answer",)
@@ -322,79 +97,6 @@ class ScriptBodySchema(LenientSchema):
         "description": "The inputVariables values of the recorded run, used where a replay gives none"})
     secrets = fields.List(fields.String(), allow_none=True)
     source = fields.String(allow_none=True)
-
-
-class ProfileOptionSchema(LenientSchema):
-    """`profile` on submit and on creating a kept session (app/profiles)."""
-
-    name = fields.String(required=True, validate=FullMatch(
-        r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", error="a profile name has 1 to 100 characters: letters, digits, '.', "
-                                                   "'_' and '-', starting with a letter or a digit."))
-    persist = StrictBoolean(load_default=False, metadata={
-        "description": "Save the browser's state into the profile at the end (one writer at a time: 409 naming "
-                       "the task or session writing it now)."})
-
-
-class SizeSchema(LenientSchema):
-    width = fields.Integer(strict=True, required=True, validate=validate.Range(min=240, max=7680))
-    height = fields.Integer(strict=True, required=True, validate=validate.Range(min=240, max=4320))
-
-
-class GeolocationSchema(LenientSchema):
-    latitude = fields.Float(required=True, allow_nan=False, validate=validate.Range(min=-90, max=90))
-    longitude = fields.Float(required=True, allow_nan=False, validate=validate.Range(min=-180, max=180))
-    accuracy = fields.Float(allow_none=True, allow_nan=False, validate=validate.Range(min=0, max=100000), metadata={
-        "description": "Metres (default 20)"})
-
-
-class BrowserSettingsSchema(LenientSchema):
-    """`browserSettings` on submit (cloud_browser) and on creating a kept session: the identity its browser shows
-    sites, every value agreeing (app/sandbox/settings.py; docs/browser-identity.md)."""
-
-    device = fields.String(allow_none=True, validate=validate.OneOf(
-        sorted(browser_settings.DEVICES), error="unknown device '{input}': one of {choices}."), metadata={
-        "description": "A device preset: desktops (Linux, Chromium's own User-Agent) and Android phones (Chrome for "
-                       "Android's User-Agent, platform, client hints, touch, screen and pixel ratio). Default "
-                       f"{browser_settings.DEFAULT_DEVICE} with the deployment's window size"})
-    viewport = fields.Nested(SizeSchema, allow_none=True, metadata={
-        "description": "The page's size (innerWidth x innerHeight); it must fit the screen"})
-    screen = fields.Nested(SizeSchema, allow_none=True, metadata={
-        "description": "A desktop's screen (a phone's is its preset's)"})
-    locale = fields.String(allow_none=True, validate=validate.Length(max=20), metadata={
-        "description": "A BCP 47 language tag (fr-FR, pt-BR, zh-Hant-TW): navigator.languages, Accept-Language, "
-                       "Intl"})
-    timeZone = fields.String(allow_none=True, metadata={
-        "description": "IANA time zone. On a task it is the task's `timeZone` (give it once, or twice the same)"})
-    geolocation = fields.Nested(GeolocationSchema, allow_none=True, metadata={
-        "description": "navigator.geolocation's position, and its permission granted to every page; without it, "
-                       "no page is granted geolocation"})
-    colorScheme = fields.String(allow_none=True, validate=validate.OneOf(browser_settings.COLOR_SCHEMES), metadata={
-        "description": "prefers-color-scheme"})
-
-    @validates("locale")
-    def _is_language_tag(self, value, **_):
-        if value is not None and browser_settings.canonical_locale(value) is None:
-            raise ValidationError(f"'{value}' is not a BCP 47 language tag of a language, an optional script and an "
-                                  "optional region (e.g. fr-FR, pt-BR, zh-Hant-TW).")
-
-    @validates("timeZone")
-    def _is_iana_zone(self, value, **_):
-        if value is not None and value not in ZONES:
-            raise ValidationError(f"'{value}' is not an IANA time zone (e.g. Europe/Paris).")
-
-    @validates_schema
-    def _consistent(self, data, **_):
-        found = browser_settings.problems(data)
-        if found:
-            raise ValidationError(found)
-
-    @post_load
-    def _canonical(self, data, **_):
-        """Only what was given (explicit nulls dropped), the locale in its canonical case."""
-        data = {name: value for name, value in data.items() if value is not None}
-        if data.get("locale"):
-            data["locale"] = browser_settings.canonical_locale(data["locale"])
-        return data
 
 
 class SubmitSchema(LenientSchema):
@@ -533,7 +235,7 @@ class SubmitSchema(LenientSchema):
     def _is_https_url(self, value, **_):
         if value is None:
             return
-        _check_outbound(value, ("https",), HTTPS_URL, "callbackUrl must be an https:// URL")  # and at each delivery
+        check_outbound(value, ("https",), HTTPS_URL, "callbackUrl must be an https:// URL")  # and at each delivery
 
     @validates("allowedDomains")
     def _are_host_patterns(self, value, **_):
@@ -641,138 +343,6 @@ class AcceptedSchema(ma.Schema):
     requestId = fields.String(required=True)
 
 
-class OutputSchema(ma.Schema):
-    type = fields.String(required=True, metadata={"enum": ["text", "structured"]})
-    content = fields.Raw(required=True)
-
-
-class TakeoverSchema(ma.Schema):
-    by = fields.String(metadata={"description": "Who had control (the name of the key that opened the live view)"})
-    events = fields.Integer(metadata={"description": "How many inputs they made (each an entry that follows)"})
-
-
-class CompletionCheckSchema(ma.Schema):
-    done = fields.Boolean(metadata={"description": "Was the task done, as the check judged"})
-    reason = fields.String(metadata={"description": "Why (the model's words, or the built-in rule's)"})
-    by = fields.String(metadata={"enum": ["model", "rules"], "description": "Who judged: the model's "
-                                 "constrained check, or the built-in rules"})
-    tokens = fields.Integer(metadata={"description": "The model tokens the check took (counted in usage)"})
-
-
-class TraceEntrySchema(ma.Schema):
-    url = fields.String()
-    action = fields.String()
-    credits = fields.Float()
-    startTs = fields.String()
-    endTs = fields.String()
-    durationMs = fields.Integer()
-    result = fields.String(metadata={"description": "MCP tool calls: the tool's result, truncated"})
-    target = fields.String(metadata={
-        "description": "Browser steps on an element: the element as the page view showed it (`[3] <button> Send`)"})
-    failed = fields.Boolean(metadata={"description": "The action did not do what it should; `error` says why"})
-    error = fields.String(metadata={"description": "Why the action failed"})
-    browserSession = fields.String(metadata={
-        "description": "Browser modes: the session that ran the action "
-                       "(cloudBrowserSessionName, or task-<requestId>)"})
-    refused = fields.List(fields.String(), metadata={
-        "description": "Browser steps: what the egress policy refused meanwhile (\"GET host:port: why\")"})
-    waited = fields.String(metadata={
-        "description": "A step that used `${code:TO}` or `${link:TO}`: how long it waited for it (\"waited 41 s "
-                       "for a code to ada@example.test\")"})
-    running = fields.Boolean(metadata={
-        "description": "Progress only: a `wait` step still running (replaced by its entry when it ends)"})
-    planner = fields.String(metadata={
-        "description": "The final entry: which planner ran the task, `builtin` (the step grammar) or "
-                       "`model <LLM_MODEL>`"})
-    check = fields.Nested(CompletionCheckSchema, metadata={
-        "description": "Web tasks that name a page: the completion check's verdict (its own entry when a model "
-                       "judged or the trace showed what is missing; the final entry carries the latest)"})
-    replayed = fields.Boolean(metadata={
-        "description": "Replays: true for a step run from the script, false for one the model planned (healed)"})
-    takeover = fields.Nested(TakeoverSchema, metadata={
-        "description": "Live view: a person had control (who, and how many inputs); the entry's times say when "
-                       "and how long"})
-    by = fields.String(metadata={"description": "Live view: the person whose input this entry records"})
-
-
-class StoredFileSchema(ma.Schema):
-    key = fields.String(required=True, metadata={"description": "Pass as attachments[].key when submitting; "
-                                                                "GET /fast/v2/files/{key} returns the bytes"})
-    filename = fields.String(required=True)
-    size = fields.Integer(required=True, metadata={"description": "Bytes"})
-    contentType = fields.String(required=True)
-
-
-class ResponseSchema(ma.Schema):
-    output = fields.Nested(OutputSchema)
-    actionTrace = fields.List(fields.Nested(TraceEntrySchema), allow_none=True)
-    files = fields.List(fields.Nested(StoredFileSchema), metadata={
-        "description": "Browser modes: the files the task's browser downloaded, now files of the key "
-                       "(GET /fast/v2/files/{key}; an `attachments` item of a later task). Absent when it "
-                       "downloaded none; one over a cap is left out, with an actionTrace entry that says so"})
-    text = fields.String(metadata={"deprecated": True})
-    structuredOutput = fields.Raw(allow_none=True, metadata={"deprecated": True})
-
-
-class UsageSchema(ma.Schema):
-    actions = fields.Integer()
-    credits = fields.Float()
-
-
-class ReplayInfoSchema(ma.Schema):
-    replayOf = fields.String()
-    scriptId = fields.String()
-    version = fields.Integer(metadata={"description": "The version of the script replayed"})
-    healed = fields.List(fields.Integer(), metadata={
-        "description": "Steps (from 1) the model planned because the script's step could not run"})
-    newVersion = fields.Integer(allow_none=True, metadata={
-        "description": "The script version this healed run yielded (GET .../script)"})
-
-
-class TaskResultSchema(ma.Schema):
-    requestId = fields.String(required=True)
-    status = fields.String(required=True, metadata={"enum": list(STATUSES)})
-    browserWindowId = fields.String(allow_none=True)
-    executionMode = fields.String()
-    response = fields.Nested(ResponseSchema, allow_none=True)
-    createdAt = fields.String(required=True)
-    completedAt = fields.String(allow_none=True)
-    usage = fields.Nested(UsageSchema, allow_none=True)
-    hitlInputMetadata = fields.Dict(allow_none=True, metadata={
-        "description": "While input-required: the question ({inputId, action}) to answer through .../input, or, "
-                       "with type 'arrival', the one-time code or sign-in link the task waits for ({type, kind, to, "
-                       "waitingSince, waitingUntil}), which resumes it when it arrives (POST /fast/v2/codes)."})
-    trigger = fields.String(metadata={"enum": ["api", "schedule"], "description": "What submitted the task"})
-    scheduleId = fields.String(allow_none=True, metadata={"description": "The schedule whose run this is"})
-    progress = fields.Dict(allow_none=True, metadata={
-        "description": "While pending: the actions taken so far."})
-    replay = fields.Nested(ReplayInfoSchema, allow_none=True, metadata={
-        "description": "Replays (replayOf, script or scriptId): which script version ran and which steps healed"})
-    gifUrl = fields.String(allow_none=True, metadata={
-        "description": "With generateGif: where to fetch the task's animated GIF (GET, same API key); "
-                       "null while there is none yet (it is stored when the browser closes)."})
-
-
-class RecordingMarkerSchema(ma.Schema):
-    step = fields.Integer(metadata={"description": "The actionTrace entry's index"})
-    action = fields.String(metadata={"description": "The action's name (go_to, click, type ...)"})
-    offsetMs = fields.Integer(metadata={"description": "When the action started, from the recording's start"})
-
-
-class RecordingSchema(ma.Schema):
-    requestId = fields.String(required=True)
-    format = fields.String(required=True, metadata={"enum": ["rrweb"], "description": (
-        "rrweb 2 events: play them with rrweb-player (as the console does) or rrweb's Replayer")})
-    startedAt = fields.Integer(metadata={"description": "The first event's time (ms since the epoch)"})
-    durationMs = fields.Integer()
-    truncated = fields.Boolean(metadata={"description": (
-        "true: the run's events reached RECORDING_MAX_BYTES and the recording ends there (a custom event tagged "
-        "\"truncated\" marks the moment)")})
-    markers = fields.List(fields.Nested(RecordingMarkerSchema), metadata={
-        "description": "One per browser action, at the moment it started (the worker's own: pages cannot add any)"})
-    events = fields.List(fields.Dict(), metadata={"description": "The rrweb events, in time order"})
-
-
 class WaitTimeoutSchema(ErrorSchema):
     requestId = fields.String(required=True, metadata={"description": "The task, which keeps running"})
 
@@ -782,37 +352,6 @@ class SubmitHeadersSchema(LenientSchema):
                                    metadata={"description": (
                                        "Repeating a submit with the same key and body within 24 h returns "
                                        "the original requestId instead of starting a second task.")})
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
-CURSOR_PATTERN = r"^([0-9]{1,16}\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$"
-
-
-class Cursor(fields.Field):
-    """`<createdAt in microseconds since 1970>.<requestId>` of the last task of the previous page.
-
-    Every string of this form is a position in the list (the tasks created before it), so the
-    document's pattern says exactly which cursors are accepted; "" is the first page.
-    """
-
-    def _serialize(self, value, attr, obj, **kwargs):
-        if value is None:
-            return None
-        created_at, task_id = value
-        if created_at.tzinfo is None:  # SQLite (embedded) gives naive UTC
-            created_at = created_at.replace(tzinfo=timezone.utc)
-        return f"{(created_at - _EPOCH) // _MICROSECOND}.{task_id}"
-
-    pattern = CURSOR_PATTERN  # a list of other rows (GET /files) names its own ids
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
-            raise ValidationError("not a cursor returned by this API (use nextCursor).")
-        if value == "":
-            return None  # the first page, as with no cursor at all
-        micros, row_id = value.split(".", 1)
-        return _EPOCH + int(micros) * _MICROSECOND, row_id
 
 
 class ListQuerySchema(LenientSchema):

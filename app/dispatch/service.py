@@ -11,23 +11,23 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from .. import agents, lifecycle, totp
-from ..metrics import events as metrics
+from ..codes import service as codes
+from ..credentials import service as credentials
+from ..credentials.placeholders import placeholder_text
 from ..crypto import seal, unseal
 from ..egress import upstream
 from ..errors import ApiError, invalid
 from ..extensions import db
-from ..codes import service as codes
-from ..credentials import service as credentials
-from ..credentials.placeholders import placeholder_text
 from ..files.service import referenced_keys, require_files
+from ..metrics import events as metrics
+from ..models import IdempotencyKey, Task, TaskGif, new_id, now_plus
 from ..profiles import service as profiles
 from ..scripts import service as scripts
 from ..sessions import service as sessions
+from ..task_publish import dispatch
+from ..task_queries import _owns_task, get_task, result
 from ..windows import service as windows
-from .publish import dispatch
-from .queries import _owns_task, get_task, result
-from .schemas import mcp_namespace
-from ..models import IdempotencyKey, Task, TaskGif, new_id, now_plus
+from .mcp_schemas import mcp_namespace
 
 log = logging.getLogger(__name__)
 

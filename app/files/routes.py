@@ -3,8 +3,8 @@ from flask import g, request
 from flask.views import MethodView
 from werkzeug.datastructures import CombinedMultiDict
 
+from ..api import NOT_JSON, RATE_LIMITED, TOO_LARGE
 from ..auth import require_api_key
-from ..dispatch.routes import NOT_JSON, RATE_LIMITED, TOO_LARGE
 from ..links import public_url
 from ..parsing import Blueprint, StrictParser
 from ..ratelimits import requests_limit
@@ -14,7 +14,6 @@ from .schemas import (
     FileListQuerySchema, FileListSchema, PresignedPostSchema, PresignedUploadSchema, PresignRequestSchema,
     StoredFileSchema, UploadSchema,
 )
-
 
 
 class MultipartParser(StrictParser):

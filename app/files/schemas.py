@@ -4,7 +4,8 @@ from flask_smorest.fields import Upload
 from marshmallow import ValidationError, fields, validate
 from werkzeug.datastructures import FileStorage
 
-from ..dispatch.schemas import Cursor, LenientSchema, StoredFileSchema  # noqa: F401 (the files' own schema)
+from ..schema_base import Cursor, LenientSchema
+from ..task_results import StoredFileSchema  # noqa: F401 (the files' own schema)
 
 
 class FilePart(Upload):

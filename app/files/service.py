@@ -11,7 +11,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import load_only
 
-from ..dispatch.queries import isoformat, older_than
+from ..task_queries import isoformat, older_than
 from ..errors import ApiError, invalid
 from ..extensions import db
 from ..models import ApiKey, StoredFile, now_plus

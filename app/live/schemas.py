@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import RAISE, fields, validate
 
-from ..dispatch.schemas import LenientSchema
+from ..schema_base import LenientSchema
 
 BUTTONS = ("left", "middle", "right", "none")
 COORDINATE = validate.Range(min=0, max=100000)

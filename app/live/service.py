@@ -8,7 +8,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select, update
 
 from .. import browser_hosts
-from ..dispatch.queries import get_task, is_task_id, isoformat
+from ..task_queries import get_task, is_task_id, isoformat
 from ..errors import ApiError
 from ..extensions import db
 from ..models import ApiKey, CloudSession, Task

@@ -2,6 +2,7 @@
 from flask import g
 from flask.views import MethodView
 
+from ..api import RATE_LIMITED
 from ..auth import require_api_key
 from ..parsing import Blueprint
 from ..ratelimits import requests_limit
@@ -11,7 +12,6 @@ from .schemas import ProfileListSchema
 blp = Blueprint("profiles", __name__, url_prefix="/fast/v2",
                 description="Named browser profiles: a sign-in kept between tasks and sessions.")
 blp.before_request(require_api_key)
-RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
 
 
 @blp.route("/profiles")

@@ -2,7 +2,7 @@
 from flask import current_app
 from sqlalchemy import update
 
-from ..dispatch.queries import isoformat
+from ..task_queries import isoformat
 from ..extensions import db
 from ..models import Schedule
 

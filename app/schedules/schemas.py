@@ -2,7 +2,8 @@
 import marshmallow as ma
 from marshmallow import ValidationError, fields, validate
 
-from ..dispatch.schemas import Cursor, LenientSchema, SubmitSchema
+from ..dispatch.schemas import SubmitSchema
+from ..schema_base import Cursor, LenientSchema
 
 OVERLAPS = ("skip", "queue", "allow")
 CATCH_UPS = ("none", "once")

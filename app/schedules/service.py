@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from .. import lifecycle
 from ..crypto import seal, unseal
 from ..dispatch import service as dispatch
-from ..dispatch.queries import isoformat, older_than
+from ..task_queries import isoformat, older_than
 from ..dispatch.schemas import SubmitSchema
 from ..errors import ApiError, invalid
 from ..extensions import db

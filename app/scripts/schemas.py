@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import fields, validate
 
-from ..dispatch.schemas import LenientSchema
+from ..schema_base import LenientSchema
 
 class TaskScriptSchema(ma.Schema):
     requestId = fields.String(required=True)

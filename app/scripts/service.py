@@ -1,7 +1,7 @@
 """Replay scripts: a task's script, what a replay submits, and saved scripts with their versions (per API key)."""
 from sqlalchemy import delete, func, select
 
-from ..dispatch.queries import get_task
+from ..task_queries import get_task
 from ..errors import ApiError
 from ..extensions import db
 from ..models import Script, ScriptVersion, new_id

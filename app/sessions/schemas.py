@@ -3,7 +3,8 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import ValidationError, fields, pre_load, validate, validates
 
-from ..dispatch.schemas import BrowserSettingsSchema, LenientSchema, ProfileOptionSchema, ProxySchema, StrictBoolean
+from ..browser_options import BrowserSettingsSchema, ProfileOptionSchema, ProxySchema
+from ..schema_base import LenientSchema, StrictBoolean
 
 STOP_STATUSES = ("complete", "terminated", "failed", "timed_out")
 

@@ -7,7 +7,7 @@ from flask import current_app
 from sqlalchemy import update
 
 from ..crypto import seal_text, unseal, unseal_text
-from ..dispatch.queries import isoformat
+from ..task_queries import isoformat
 from ..extensions import db
 from ..models import WebhookDelivery, now
 from ..schedules.runs import webhook_fields

@@ -2,9 +2,9 @@
 from flask import g
 from flask.views import MethodView
 
+from ..api import NOT_JSON, RATE_LIMITED, TOO_LARGE
 from ..auth import require_api_key
 from ..ratelimits import requests_limit
-from ..dispatch.routes import NOT_JSON, TOO_LARGE
 from ..parsing import Blueprint
 from . import service
 from .schemas import DeliveryLogSchema, DeliverySchema, RedeliverSchema
@@ -12,8 +12,6 @@ from .schemas import DeliveryLogSchema, DeliverySchema, RedeliverSchema
 blp = Blueprint("webhooks", __name__, url_prefix="/fast/v2/remote-dispatch/responses",
                 description="The webhook deliveries of a task: their log, and redelivery.")
 blp.before_request(require_api_key)
-
-RATE_LIMITED = "Rate limit of the key's plan exceeded (see Retry-After)"
 
 
 @blp.route("/<string:request_id>/webhooks")

@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import fields
 
-from ..dispatch.schemas import LenientSchema
+from ..schema_base import LenientSchema
 
 
 class AttemptSchema(ma.Schema):

@@ -1,7 +1,7 @@
 """The delivery log of a task and redelivery; these functions own the transaction."""
 from sqlalchemy import select
 
-from ..dispatch.queries import get_task, isoformat
+from ..task_queries import get_task, isoformat
 from ..errors import ApiError
 from ..extensions import db
 from ..models import WebhookAttempt, WebhookDelivery

@@ -2,7 +2,8 @@
 import marshmallow as ma
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from ..dispatch.schemas import LenientSchema, TaskResultSchema
+from ..schema_base import LenientSchema
+from ..task_results import TaskResultSchema
 from .service import MAX_POLL_SECONDS, SDK_ACTIONS
 
 STATES = ("online", "offline", "closed")

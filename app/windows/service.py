@@ -12,7 +12,7 @@ from flask import current_app
 from sqlalchemy import delete, or_, select, text, update
 
 from ..crypto import seal, unseal
-from ..dispatch.queries import result, task_page
+from ..task_queries import result, task_page
 from ..egress.policy import UnsafeUrl, check_navigation
 from ..errors import ApiError
 from ..extensions import db

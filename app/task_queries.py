@@ -6,9 +6,9 @@ from flask import current_app
 from sqlalchemy import String, Text, and_, cast, func, or_, select, type_coerce
 from sqlalchemy.orm import load_only
 
-from ..errors import ApiError
-from ..extensions import db
-from ..models import Task, TaskGif
+from .errors import ApiError
+from .extensions import db
+from .models import Task, TaskGif
 
 
 def _owns_task(api_key_id, task_id):

@@ -1,12 +1,13 @@
 """Publishing "look at task X" to the workers: the one step every path that (re)starts a task ends with. Below the
-blueprints' services (app/codes resumes tasks through it, app/dispatch/service submits with it)."""
+blueprints' services: app/dispatch/service.py submits with it, app/codes resumes tasks through it, and beat's
+sweep publishes again what was never published."""
 import logging
 
 from flask import current_app
 from sqlalchemy import bindparam, update
 
-from ..extensions import db
-from ..models import Task, now
+from .extensions import db
+from .models import Task, now
 
 log = logging.getLogger(__name__)
 
