@@ -2,10 +2,31 @@
 from flask import Flask
 
 
-def create_app(overrides=None):
-    """Build the Flask app: config, extensions, blueprints, error handlers, CLI."""
+def create_app(overrides=None, web=True):
+    """Build the Flask app: config and extensions; with `web` (the web process, the CLI, tests) also the API's
+    blueprints, the console, error handlers and CLI. A worker or beat (workers/celery.py) builds it without: it
+    serves no request, and its start does not import every blueprint, the MCP server's protocol types and the
+    document's schemas."""
     from config import settings
 
+    from .broker import Broker
+    from .extensions import db
+    from .waiting import TaskWaiters
+
+    app = Flask(__name__)
+    app.config.update(settings.load())
+    app.config.update(SQLALCHEMY_ENGINE_OPTIONS=_engine_options(app.config["SQLALCHEMY_DATABASE_URI"]))
+    app.config.update(overrides or {})
+    db.init_app(app)
+    app.extensions["broker"] = Broker(app)
+    TaskWaiters.for_app(app)
+    if web:
+        _serve(app)
+    return app
+
+
+def _serve(app):
+    """The web process's part of the app: the API, its pages and handlers."""
     from werkzeug.middleware.proxy_fix import ProxyFix
 
     from . import cli, console, errors, health, parsing, ratelimits
@@ -14,8 +35,6 @@ def create_app(overrides=None):
     from .codes.routes import blp as codes_blp
     from .credentials.routes import blp as credentials_blp
     from .dispatch.routes import blp as dispatch_blp
-    from .broker import Broker
-    from .extensions import db
     from .files.routes import blp as files_blp
     from .live.routes import blp as live_blp, pages as live_pages
     from .mcp_server.routes import blp as mcp_blp
@@ -27,11 +46,8 @@ def create_app(overrides=None):
     from .sessions.routes import blp as sessions_blp
     from .webhooks.routes import blp as webhooks_blp
     from .windows.routes import blp as windows_blp
-    from .waiting import TaskWaiters
 
-    app = Flask(__name__)
-    app.config.update(settings.load())
-    app.config.update(
+    for name, value in dict(
         API_TITLE="Remote Dispatch",
         API_VERSION="2",
         OPENAPI_VERSION="3.0.3",
@@ -39,17 +55,13 @@ def create_app(overrides=None):
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
         OPENAPI_SWAGGER_UI_URL=SWAGGER_UI_ASSETS + "/",  # served locally (app.api.swagger_ui_assets)
-        SQLALCHEMY_ENGINE_OPTIONS=_engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),
         API_SPEC_OPTIONS={"security": [{"ApiKey": []}], "info": {"description": API_DESCRIPTION}},
-    )
-    app.config.update(overrides or {})
+    ).items():
+        app.config.setdefault(name, value)  # overrides (given to create_app) win
     app.json.sort_keys = False
 
-    db.init_app(app)
     app.before_request(parsing.refuse_nul_characters)
-    app.extensions["broker"] = Broker(app)
     ratelimits.init_app(app)
-    TaskWaiters.for_app(app)
     api.init_app(app)
 
     api.register_blueprint(dispatch_blp)
@@ -76,7 +88,6 @@ def create_app(overrides=None):
 
     errors.register(app)
     cli.register(app)
-    return app
 
 
 API_DESCRIPTION = (

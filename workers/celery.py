@@ -10,7 +10,7 @@ metrics_server.prepare()  # before anything imports prometheus_client: the pool 
 from app import browser_hosts, create_app  # noqa: E402
 from app.extensions import celery_init_app  # noqa: E402
 
-flask_app = create_app()
+flask_app = create_app(web=False)  # a worker serves no request: no blueprints (app/__init__.py)
 app = celery_init_app(flask_app)
 _sweep = flask_app.config["SWEEP_INTERVAL_SECONDS"]
 

@@ -4,6 +4,9 @@ The web process only checks a call (`check`: its range, cells, values, sheet tit
 size from its zip directory) and hands the work to a worker (`answer`, on the control queue): a call covers at
 most EXCEL_MAX_CELLS cells, a workbook unpacks to at most EXCEL_MAX_UNPACKED_BYTES, and reads stream the sheet
 (read-only mode) only as far as the range's last row.
+
+openpyxl (with numpy, where installed) takes up to half a second of CPU to import, so it is imported by the calls
+that use it: a web or worker process that never touches a workbook does not pay for it at its start.
 """
 import io
 import re
@@ -11,10 +14,6 @@ import zipfile
 from contextlib import contextmanager
 
 from flask import current_app
-from openpyxl import Workbook, load_workbook
-from openpyxl.utils.cell import range_boundaries
-from openpyxl.utils.exceptions import IllegalCharacterError, InvalidFileException
-from openpyxl.workbook.child import INVALID_TITLE_REGEX
 from sqlalchemy import select, update
 
 from ..extensions import db
@@ -51,6 +50,8 @@ def _parse_range(cell_range):
     open ends None; a range outside the worksheet's size is refused."""
     sheet_name, _, cells = str(cell_range).rpartition("!")
     sheet_name = sheet_name.strip("'")
+    from openpyxl.utils.cell import range_boundaries
+
     try:
         bounds = range_boundaries(cells.replace("$", ""))
     except (ValueError, TypeError):
@@ -84,11 +85,15 @@ def _open(data, filename, read_only):
     data = data or b""
     with _not_xlsx(filename):
         _check_unpacked(data, filename)
+        from openpyxl import load_workbook
+
         return load_workbook(io.BytesIO(data), read_only=read_only)
 
 
 @contextmanager
 def _not_xlsx(filename):
+    from openpyxl.utils.exceptions import InvalidFileException
+
     try:
         yield
     except (InvalidFileException, zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
@@ -193,6 +198,8 @@ def _check_values(values, cell_range, min_col, min_row):
 
 
 def _check_title(sheet_name):
+    from openpyxl.workbook.child import INVALID_TITLE_REGEX
+
     if INVALID_TITLE_REGEX.search(sheet_name) or len(sheet_name) > MAX_TITLE_CHARS:
         raise WorkbookRefused(f"sheet title '{sheet_name}' cannot be a worksheet's: at most {MAX_TITLE_CHARS} "
                               "characters, none of \\ / ? * [ ] :.")
@@ -221,6 +228,9 @@ def write_cells(data, filename, cell_range, values):
     sheet_name = _parse_range(cell_range)[0]
     min_col, min_row = _top_left(cell_range)
     _check_values(values, cell_range, min_col, min_row)
+    from openpyxl import Workbook
+    from openpyxl.utils.exceptions import IllegalCharacterError
+
     workbook = _open(data, filename, read_only=False) if data else Workbook()
     if sheet_name and sheet_name not in workbook.sheetnames:
         _check_title(sheet_name)

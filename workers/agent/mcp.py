@@ -12,9 +12,6 @@ import threading
 from dataclasses import dataclass
 
 import httpx2
-from mcp import Client
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 
 from app.egress import client as egress_http, policy as egress
 
@@ -141,6 +138,10 @@ class McpServers:
         return await ready
 
     async def _hold(self, server, ready):
+        # The `mcp` client (and its protocol types) takes a third of a second of CPU to import: a task that names
+        # MCP servers pays it, not every worker's start.
+        from mcp import Client
+
         first_error = None
         for transport in ("streamable-http", "sse"):
             try:
@@ -169,6 +170,9 @@ class McpServers:
             ready.set_exception(McpFailure(_explain(server, first_error, timeout=self.timeout)))
 
     def _transport(self, server, kind):
+        from mcp.client.sse import sse_client
+        from mcp.client.streamable_http import streamable_http_client
+
         def record(response):
             server.statuses.append(response.status_code)
 
